@@ -1,0 +1,24 @@
+# rnnsearch: Bahdanau, Cho & Bengio (2015), from raw text to Table 1 and Figures 2-3.
+#   snakemake --cores 2                                                   # embedded corpus, minutes
+#   snakemake --cores all --configfile workflow/configs/paper.yaml        # the paper's configuration
+# Every rule runs `rnnsearch <stage> ...`; the stage reads only the params it declares (rnnsearch.config).
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "params.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/vocab.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/decode.smk"
+include: "workflow/rules/evaluate.smk"
+
+
+rule all:
+    input:
+        final_outputs(),
+    default_target: True

@@ -1,0 +1,100 @@
+"""Minibatches as in App. B.2: shuffle once, traverse sequentially, and every `sort_k` updates take the next
+`batch_size × sort_k` pairs, sort them by length and split them into `sort_k` minibatches (the paper: 20 × 80).
+Sorting by length within a block keeps padding low without changing which sentences an epoch sees.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import torch
+
+from .vocab import PAD_ID
+
+
+@dataclass
+class Batch:
+    x: torch.Tensor  # (B, Tx) source ids, </s>-terminated, PAD-padded
+    lengths: torch.Tensor  # (B,) real source lengths (with </s>)
+    y_in: torch.Tensor  # (B, Ty) decoder inputs [y_0=PAD, y_1, …, y_{Ty−1}]
+    y_out: torch.Tensor  # (B, Ty) targets [y_1, …, y_Ty=</s>], PAD-padded
+    index: list[int]  # positions of these pairs in the corpus
+
+    def to(self, device) -> "Batch":
+        return Batch(self.x.to(device), self.lengths, self.y_in.to(device), self.y_out.to(device), self.index)
+
+    @property
+    def target_words(self) -> int:
+        return int((self.y_out != PAD_ID).sum())
+
+    @property
+    def source_words(self) -> int:
+        return int(self.lengths.sum())
+
+
+def pad(seqs: Sequence[Sequence[int]]) -> torch.Tensor:
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), PAD_ID, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return out
+
+
+def make_batch(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], index: list[int]) -> Batch:
+    """src/tgt are id lists that already end in </s>."""
+    y_out = pad(tgt)
+    y_in = torch.cat([torch.full((len(tgt), 1), PAD_ID, dtype=torch.long), y_out[:, :-1]], dim=1)
+    return Batch(pad(src), torch.tensor([len(s) for s in src]), y_in, y_out, index)
+
+
+class PaperBatches:
+    """Endless iterator over minibatches in the paper's order; its state (epoch, offset) can be saved."""
+
+    def __init__(self, src: list[list[int]], tgt: list[list[int]], batch_size: int, sort_k: int, seed: int):
+        if len(src) != len(tgt):
+            raise ValueError("source and target corpora differ in length")
+        if not src:
+            raise ValueError("the training corpus is empty")
+        self.src, self.tgt, self.batch_size, self.sort_k, self.seed = src, tgt, batch_size, sort_k, seed
+        self.epoch, self.offset = 0, 0
+        self._order = self._shuffle(0)
+
+    def _shuffle(self, epoch: int) -> list[int]:
+        order = list(range(len(self.src)))
+        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+        return order
+
+    def blocks(self) -> Iterator[list[list[int]]]:
+        """Yields lists of `sort_k` index lists (one block), advancing the position."""
+        block = self.batch_size * self.sort_k
+        while True:
+            start, epoch = self.offset, self.epoch
+            idx = self._order[start : start + block]
+            self.offset += block
+            if self.offset >= len(self._order):
+                self.epoch += 1
+                self.offset = 0
+                self._order = self._shuffle(self.epoch)
+            idx.sort(key=lambda i: (len(self.tgt[i]), len(self.src[i])))
+            batches = [idx[k : k + self.batch_size] for k in range(0, len(idx), self.batch_size)]
+            random.Random(f"{self.seed}/{epoch}/{start}").shuffle(batches)
+            yield batches
+
+    def __iter__(self) -> Iterator[Batch]:
+        for batches in self.blocks():
+            for idx in batches:
+                yield make_batch([self.src[i] for i in idx], [self.tgt[i] for i in idx], idx)
+
+    @property
+    def position(self) -> float:
+        """Epochs done, as a fraction (for Table 2's 'Epochs')."""
+        return self.epoch + self.offset / len(self._order)
+
+
+def sequential_batches(src: list[list[int]], tgt: list[list[int]], batch_size: int) -> Iterator[Batch]:
+    """Length-sorted batches over a whole set, for evaluation; `Batch.index` restores the order."""
+    order = sorted(range(len(src)), key=lambda i: len(src[i]))
+    for k in range(0, len(order), batch_size):
+        idx = order[k : k + batch_size]
+        yield make_batch([src[i] for i in idx], [tgt[i] for i in idx], idx)

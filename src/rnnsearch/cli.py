@@ -1,0 +1,196 @@
+"""`rnnsearch <stage> …`: argument parsing only. Each stage validates the whole params.yaml (plus overlays),
+takes the keys it declares in `config.STAGE_KEYS`, and calls one stage function."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from . import config as cfg
+from .textio import InputError
+
+STAGES_HELP = {
+    "corpus": "1. generate the embedded corpus (data.source: synthetic)",
+    "tokenize": "2. Moses-tokenize one text file (sacremoses, no lowercasing)",
+    "filter": "3. keep the pairs of at most N words (the ≤30 / ≤50 training sets)",
+    "vocab": "4. build the source and target shortlists",
+    "train": "5. train one model of params.yaml's `models`",
+    "translate": "6. beam-search the test set (All, and No-UNK with [UNK] forbidden)",
+    "score": "7. BLEU (tokenized and sacreBLEU), All / No UNK / by sentence length",
+    "tables": "8. Table 1 and Table 2",
+    "figures": "8. Figure 2 and Figure 3",
+    "report": "9. the results page",
+}
+
+
+def _params_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--params", action="append", metavar="YAML",
+                   help="params.yaml, then any overlays merged over it in order (default: params.yaml)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rnnsearch", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="stage", required=True, metavar="<stage>")
+
+    def stage(name: str, params: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=STAGES_HELP[name], description=STAGES_HELP[name])
+        if params:
+            _params_arg(p)
+        p.add_argument("--log", metavar="FILE", help="write the full log here; only warnings go to stderr")
+        return p
+
+    p = stage("corpus")
+    p.add_argument("--out-dir", required=True)
+    p = stage("tokenize")
+    p.add_argument("--lang", required=True)
+    p.add_argument("--input", required=True)
+    p.add_argument("--output", required=True)
+    p = stage("filter", params=False)
+    p.add_argument("--max-len", type=int, required=True)
+    for a in ("--src", "--tgt", "--out-src", "--out-tgt", "--stats"):
+        p.add_argument(a, required=True)
+    p = stage("vocab")
+    for a in ("--src", "--tgt", "--out-src", "--out-tgt", "--stats"):
+        p.add_argument(a, required=True)
+    p = stage("train")
+    p.add_argument("--model", required=True, help="a key of params.yaml's `models`")
+    for a in ("--src-train", "--tgt-train", "--src-dev", "--tgt-dev", "--src-vocab", "--tgt-vocab", "--out-dir"):
+        p.add_argument(a, required=True)
+    p = stage("translate")
+    for a in ("--checkpoint", "--src", "--ref", "--src-vocab", "--tgt-vocab", "--out-dir"):
+        p.add_argument(a, required=True)
+    p = stage("score")
+    for a in ("--model", "--src", "--ref-tok", "--ref", "--hyp-dir", "--out"):
+        p.add_argument(a, required=True)
+    p = stage("tables", params=False)
+    p.add_argument("--scores", nargs="+", required=True)
+    p.add_argument("--train-stats", nargs="+", required=True)
+    p.add_argument("--out-dir", required=True)
+    p = stage("figures")
+    p.add_argument("--scores", nargs="+", required=True)
+    for a in ("--attention", "--src", "--hyp", "--nounk", "--out-dir"):
+        p.add_argument(a, required=True)
+    p = stage("report")
+    p.add_argument("--table1", required=True)
+    p.add_argument("--table2", required=True)
+    p.add_argument("--figure2", required=True)
+    p.add_argument("--alignments", nargs="+", required=True)
+    p.add_argument("--scores", nargs="+", required=True)
+    p.add_argument("--src", required=True)
+    p.add_argument("--ref", required=True)
+    p.add_argument("--hyps", nargs="+", required=True, metavar="MODEL=FILE")
+    p.add_argument("--out", required=True)
+
+    p = sub.add_parser("check-params", help="validate params.yaml (and overlays) and print the merged result")
+    _params_arg(p)
+    p = sub.add_parser("dvc-yaml", help="write dvc.yaml from the Snakemake workflow (keeps the two in step)")
+    p.add_argument("--output", default="dvc.yaml")
+    p.add_argument("--check", action="store_true", help="fail if dvc.yaml differs from what would be written")
+    return parser
+
+
+def run(args: argparse.Namespace) -> None:
+    stage = args.stage
+    config = cfg.load_params(args.params or ["params.yaml"]) if getattr(args, "params", "absent") != "absent" else None
+    model = getattr(args, "model", None)
+    if config is not None and stage in cfg.STAGE_KEYS:
+        if model is not None and model not in config["models"]:
+            raise cfg.ConfigError(f"--model {model!r} is not a key of 'models' ({', '.join(config['models'])})")
+        p = cfg.stage_params(config, stage, model)
+
+    if stage == "corpus":
+        from .corpus import synthetic
+
+        s = p["data.synthetic"]
+        corpus = synthetic.generate(p["seed"], s["n_train"], s["n_dev"], s["n_test"], s["nouns"], s["adjectives"],
+                                    s["verbs"], s["names"], s["max_len"])
+        synthetic.write_corpus(corpus, args.out_dir)
+    elif stage == "tokenize":
+        from .text import run_tokenize
+
+        run_tokenize(args.input, args.output, args.lang, p["tokenize"]["aggressive_dash"])
+    elif stage == "filter":
+        from .text import run_filter
+
+        run_filter(args.src, args.tgt, args.out_src, args.out_tgt, args.max_len, args.stats)
+    elif stage == "vocab":
+        from .vocab import run_vocab
+
+        run_vocab(args.src, args.tgt, args.out_src, args.out_tgt, p["vocab"]["src_size"], p["vocab"]["tgt_size"], args.stats)
+    elif stage == "train":
+        from .train import run_train
+
+        run_train(model, cfg.model_config(config, model), cfg.train_config(config, model), p["seed"], args.src_train,
+                  args.tgt_train, args.src_dev, args.tgt_dev, args.src_vocab, args.tgt_vocab, args.out_dir)
+    elif stage == "translate":
+        from .translate import run_translate
+
+        run_translate(args.checkpoint, args.src, args.ref, args.src_vocab, args.tgt_vocab, args.out_dir,
+                      p["decode"], p["data.tgt"])
+    elif stage == "score":
+        from .score import run_score
+
+        run_score(model, args.src, args.ref_tok, args.ref, args.hyp_dir, p["score"]["length_buckets"], args.out)
+    elif stage == "tables":
+        from .tables import run_tables
+
+        run_tables(args.scores, args.train_stats, args.out_dir)
+    elif stage == "figures":
+        from .plots import run_figures
+
+        archs = {name: m["arch"] for name, m in p["models"].items()}
+        run_figures(args.scores, archs, args.attention, args.src, args.hyp, args.nounk, p["figures"], p["seed"],
+                    args.out_dir)
+    elif stage == "report":
+        from .report import run_report
+
+        hyps = dict(h.split("=", 1) for h in args.hyps)
+        run_report(config, args.table1, args.table2, args.figure2, args.alignments, args.scores, args.src, args.ref,
+                   hyps, args.out)
+    elif stage == "check-params":
+        import yaml
+
+        print(yaml.safe_dump(config, sort_keys=False), end="")
+    elif stage == "dvc-yaml":
+        from .dvcyaml import run_dvc_yaml
+
+        run_dvc_yaml(args.output, args.check)
+
+
+def _setup_logging(log_file: str | None) -> None:
+    fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(fmt)
+    console.setLevel(logging.WARNING if log_file else logging.INFO)
+    handlers: list[logging.Handler] = [console]
+    if log_file:
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(log_file, mode="w", encoding="utf-8")
+        handler.setFormatter(fmt)
+        handlers.append(handler)
+    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True)
+    logging.captureWarnings(True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(getattr(args, "log", None))
+    log = logging.getLogger("rnnsearch")
+    log.info("rnnsearch %s: %s", args.stage, " ".join(sys.argv[1:] if argv is None else argv))
+    try:
+        run(args)
+    except InputError as e:
+        log.error("%s", e)
+        if getattr(args, "log", None):  # the console handler shows errors already; say where the log is
+            print(f"rnnsearch {args.stage}: see {args.log}", file=sys.stderr)
+        return 2
+    except Exception:
+        log.exception("rnnsearch %s failed", args.stage)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

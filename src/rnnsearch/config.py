@@ -1,0 +1,172 @@
+"""params.yaml: loading, overlays, validation with messages that name the key, and what each stage reads.
+
+`params.yaml` is the one source of configuration. Overlays (e.g. `workflow/configs/paper.yaml`) are merged
+over it key by key, the way Snakemake merges `--configfile`. The merged config is validated against
+`workflow/schemas/params.schema.yaml` (the same file Snakemake validates with) plus a few cross-key checks.
+
+Each stage reads only the keys listed for it in `STAGE_KEYS`; the Snakemake rules declare the same keys
+as `params:` (so a change reruns exactly the affected jobs) and `dvc.yaml` lists them under `params:`.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from .textio import InputError
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = REPO / "workflow" / "schemas" / "params.schema.yaml"
+
+# The params each stage reads. "{model}" is the model being trained (a key of `models`).
+STAGE_KEYS: dict[str, list[str]] = {
+    "corpus": ["seed", "data.synthetic"],
+    "tokenize": ["tokenize"],
+    "filter": [],
+    "vocab": ["vocab"],
+    "train": ["seed", "model", "train", "models.{model}"],
+    "translate": ["decode", "data.tgt"],
+    "score": ["score"],
+    "tables": [],
+    "figures": ["seed", "figures", "models"],
+    "report": ["seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "figures"],
+}
+
+
+class ConfigError(InputError):
+    """An invalid params.yaml: the message names the key and what was expected."""
+
+
+def merge(base: dict, overlay: dict) -> dict:
+    """Deep merge: dicts merge key by key, anything else in `overlay` replaces the value in `base`."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load_yaml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    return data
+
+
+def load_params(files: Iterable[str | Path]) -> dict:
+    """Merge the files in order and validate the result."""
+    files = list(files)
+    config: dict = {}
+    for f in files:
+        config = merge(config, load_yaml(f))
+    validate(config, source=" + ".join(str(f) for f in files))
+    return config
+
+
+def _key(path: Iterable[Any]) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def _schema() -> dict:
+    if not SCHEMA_PATH.exists():
+        raise ConfigError(f"{SCHEMA_PATH}: schema not found (rnnsearch must run from its repository checkout)")
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def validate(config: dict, source: str = "params.yaml") -> None:
+    """Raise ConfigError listing every problem, each with its dotted key."""
+    import jsonschema
+
+    schema = _schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = []
+    for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+        key = _key(err.absolute_path)
+        if err.validator == "additionalProperties":
+            allowed = sorted(err.schema.get("properties", {}))
+            extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
+            for e in extra:
+                name = f"{key}.{e}" if err.absolute_path else e
+                hint = f" (allowed here: {', '.join(allowed)})" if allowed else ""
+                problems.append(f"unknown key '{name}'{hint}")
+        elif err.validator == "required":
+            missing = err.message.split("'")[1]
+            problems.append(f"missing required key '{key + '.' if err.absolute_path else ''}{missing}'")
+        elif err.validator == "type":
+            problems.append(f"'{key}': expected {err.validator_value}, got {err.instance!r}")
+        elif err.validator == "enum":
+            problems.append(f"'{key}': expected one of {', '.join(map(str, err.validator_value))}, got {err.instance!r}")
+        elif err.validator == "propertyNames":
+            problems.append(f"'{key}': model name {err.instance!r} must match {err.schema.get('pattern')}")
+        else:
+            problems.append(f"'{key}': {err.message}")
+    if not problems:
+        problems = _cross_checks(config)
+    if problems:
+        raise ConfigError(f"{source}: invalid configuration:\n  - " + "\n  - ".join(problems))
+
+
+def _cross_checks(config: dict) -> list[str]:
+    problems = []
+    fig = config["figures"]
+    target = config["models"].get(fig["alignment_model"])
+    if target is None:
+        problems.append(f"'figures.alignment_model': {fig['alignment_model']!r} is not a key of 'models' "
+                        f"({', '.join(config['models'])})")
+    elif target["arch"] != "rnnsearch":
+        problems.append(f"'figures.alignment_model': {fig['alignment_model']!r} has no attention (arch {target['arch']})")
+    if fig["alignment_min_len"] > fig["alignment_max_len"]:
+        problems.append("'figures.alignment_min_len' is larger than 'figures.alignment_max_len'")
+    edges = config["score"]["length_buckets"]
+    if edges != sorted(set(edges)):
+        problems.append(f"'score.length_buckets': upper edges must increase strictly, got {edges}")
+    return problems
+
+
+def lookup(config: dict, dotted: str) -> Any:
+    node = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def stage_keys(stage: str, model: str | None = None) -> list[str]:
+    return [k.format(model=model) for k in STAGE_KEYS[stage]]
+
+
+def stage_params(config: dict, stage: str, model: str | None = None) -> dict[str, Any]:
+    """{dotted key: value} of exactly what `stage` reads."""
+    return {k: lookup(config, k) for k in stage_keys(stage, model)}
+
+
+def model_config(config: dict, name: str) -> dict:
+    """The resolved config of one model: the shared `model` sizes overridden by its `models.<name>` entry."""
+    entry = config["models"][name]
+    resolved = {**config["model"], **{k: v for k, v in entry.items() if k in ("m", "n", "n_align", "l")}}
+    resolved["arch"] = entry["arch"]
+    return resolved
+
+
+def train_config(config: dict, name: str) -> dict:
+    entry = config["models"][name]
+    return {**config["train"], **({"max_updates": entry["max_updates"]} if "max_updates" in entry else {})}
+
+
+def train_lengths(config: dict) -> list[int]:
+    """The training-set length limits the models need (the paper: 30 and 50)."""
+    return sorted({m["train_max_len"] for m in config["models"].values()})

@@ -1,0 +1,352 @@
+"""The embedded English-like → French-like language pair (`data.source: synthetic`).
+
+A seeded generator, no network, no files: a lexicon of a few thousand invented words and a small grammar
+that together carry the phenomena the paper's argument rests on (§1, §5.2 of Bahdanau et al. 2015):
+
+* **local reordering**: adjectives precede the noun in the source and follow it, in reverse order, in the
+  target ("european economic area" → "zone économique européenne"); a few adjectives keep their place
+  ("BAGS" adjectives, as in French); negation is discontinuous ("does not see" → "ne voit pas");
+* **agreement morphology**: determiners and adjectives take the gender and number of their noun, verbs the
+  number of their subject, across a relative clause if need be;
+* **one-to-many / many-to-one**: "walked" → "a marché", "because" → "parce que", "of the" → "du",
+  "will see" → "verra", two-word source compounds → one target noun, source nouns → "N de N";
+* **rare words**: Zipf-distributed nouns, adjectives, verbs and names, so a frequency shortlist leaves a
+  tail of `[UNK]` (names are copied unchanged, as in real news text).
+
+Sentences are built as token lists in both languages at once, then written as raw text (capitalised,
+punctuation attached, French elision "l'arbre") so that the tokenize stage has real work to do.
+Lengths run from 1 to well beyond 60 tokens.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import random
+from dataclasses import dataclass
+
+from ..textio import write_lines_atomic
+
+# --------------------------------------------------------------------------------------------- lexicon
+
+_EN_ONSETS = "b bl br c ch cl cr d dr f fl fr g gl gr h j k l m n p pl pr qu r s sh sl sm sn sp st str t th tr v w wh z".split()
+_EN_VOWELS = "a e i o u ai ea ee oo ou oa ie".split()
+_EN_CODAS = ["", "", "b", "ck", "d", "ft", "g", "k", "l", "ll", "m", "n", "nd", "ng", "nk", "nt", "p", "r", "rd", "rn", "rt", "st", "t", "th"]
+_FR_ONSETS = "b bl br c ch cl cr d dr f fl fr g gr j l m n p pl pr qu r s t tr v vr".split()
+_FR_VOWELS = "a e é è i o ou au ai ei eu oi u an on in".split()
+_FR_CODAS = ["", "", "", "n", "r", "l", "s", "t", "ll", "rt", "nt"]
+_VOWELS = set("aeiouéèyâ")
+
+# Closed-class words of the target language; generated forms must never collide with them.
+_FR_FUNCTION = set(
+    "le la l' les un une des ce cet cette ces mon ma mes de du à au aux dans sur avec pour sans après avant "
+    "il elle ils elles nous ne n' pas a ont qui et mais parce que tandis bien oui non merci".split()
+)
+_EN_FUNCTION = set(
+    "the a an some this these my of to in on with for without after before he she they we does do did not "
+    "will walked which and but because while although yes no thanks is are".split()
+)
+
+# Determiners: English form → (number, French form by gender, or a single plural form).
+_DETS_SG = {"the": ("le", "la"), "a": ("un", "une"), "this": ("ce", "cette"), "my": ("mon", "ma")}
+_DETS_PL = {"the": "les", "some": "des", "these": "ces", "my": "mes"}
+_PREPS = {"of": "de", "to": "à", "in": "dans", "on": "sur", "with": "avec", "for": "pour",
+          "without": "sans", "after": "après", "before": "avant"}
+_CONJ = {"and": ["et"], "but": ["mais"], "because": ["parce", "que"], "while": ["tandis", "que"],
+         "although": ["bien", "que"]}
+_PRONOUNS = {"he": ("il", "sg"), "she": ("elle", "sg"), "they": ("ils", "pl"), "we": ("nous", "we")}
+
+
+@dataclass(frozen=True)
+class Noun:
+    en: tuple[str, ...]  # one word, or a two-word compound (many-to-one)
+    fr: tuple[str, ...]  # one word, or "N de N" (one-to-many); the first word inflects
+    gender: str  # "m" | "f"
+
+
+@dataclass(frozen=True)
+class Adjective:
+    en: str
+    fr: str
+    before: bool  # French position: True for the few adjectives that precede the noun
+
+
+@dataclass(frozen=True)
+class Verb:
+    en: str
+    fr: str  # stem of a first-group verb: "march" → marche, marchent, marché, marchera
+
+
+def _word(rng: random.Random, onsets, vowels, codas, syllables: int) -> str:
+    parts = []
+    for k in range(syllables):
+        parts.append(rng.choice(onsets) if (k > 0 or rng.random() < 0.85) else "")
+        parts.append(rng.choice(vowels))
+        if k == syllables - 1 or rng.random() < 0.3:
+            parts.append(rng.choice(codas))
+    return "".join(parts)
+
+
+class _Forms:
+    """Draws fresh word forms that never repeat and never clash with closed-class words."""
+
+    def __init__(self, rng: random.Random, onsets, vowels, codas, reserved: set[str]):
+        self.rng, self.alphabet, self.used = rng, (onsets, vowels, codas), set(reserved)
+
+    def new(self, min_len: int = 3) -> str:
+        while True:
+            w = _word(self.rng, *self.alphabet, syllables=self.rng.choice((1, 2, 2, 2, 3, 3)))
+            # Reserve the inflected forms too, so e.g. a noun's plural never equals another word.
+            variants = {w, w + "s", w + "e", w + "es", w + "d", w + "ed", w + "ent", w + "é", w + "era"}
+            if len(w) >= min_len and not variants & self.used:
+                self.used |= variants
+                return w
+
+
+@dataclass
+class Lexicon:
+    nouns: list[Noun]
+    adjectives: list[Adjective]
+    verbs: list[Verb]
+    names: list[str]
+
+    @classmethod
+    def generate(cls, rng: random.Random, n_nouns: int, n_adjectives: int, n_verbs: int, n_names: int) -> "Lexicon":
+        en = _Forms(rng, _EN_ONSETS, _EN_VOWELS, _EN_CODAS, _EN_FUNCTION)
+        fr = _Forms(rng, _FR_ONSETS, _FR_VOWELS, _FR_CODAS, _FR_FUNCTION)
+        nouns = []
+        for i in range(n_nouns):
+            kind = rng.random()
+            en_form = (en.new(), en.new()) if kind < 0.06 else (en.new(),)  # compound → one word
+            fr_form = (fr.new(), "de", fr.new()) if 0.06 <= kind < 0.12 else (fr.new(),)  # one → "N de N"
+            nouns.append(Noun(en_form, fr_form, rng.choice("mf")))
+        adjectives = [Adjective(en.new(), fr.new(), before=rng.random() < 0.1) for _ in range(n_adjectives)]
+        verbs = [Verb(en.new(), fr.new()) for _ in range(n_verbs)]
+        names = []
+        for _ in range(n_names):  # names are shared by both languages, so reserve them on both sides
+            w = en.new(min_len=4)
+            fr.used.add(w)
+            names.append(w.capitalize())
+        # Interleave kinds over frequency ranks so that rare words of every kind exist.
+        rng.shuffle(nouns)
+        return cls(nouns, adjectives, verbs, names)
+
+
+# --------------------------------------------------------------------------------------------- grammar
+
+class _Zipf:
+    """Sample indices 0..n-1 with P(r) ∝ 1/(r+1)^s: a few very frequent words and a long rare tail."""
+
+    def __init__(self, n: int, s: float = 1.0):
+        self.cum = list(itertools.accumulate(1.0 / (r + 1) ** s for r in range(n)))
+
+    def __call__(self, rng: random.Random) -> int:
+        return bisect.bisect_left(self.cum, rng.random() * self.cum[-1])
+
+
+def _plural_en(w: str) -> str:
+    return w + "es" if w.endswith(("s", "x", "ch", "sh")) else w + "s"
+
+
+def _plural_fr(w: str) -> str:
+    if w.endswith(("s", "x")):
+        return w
+    return w + "x" if w.endswith("eau") else w + "s"
+
+
+def _adj_fr(a: Adjective, gender: str, number: str) -> str:
+    w = a.fr
+    if gender == "f" and w.endswith(("en", "on", "el")):  # européen → européenne, bon → bonne
+        w += w[-1] + "e"
+    elif gender == "f" and not w.endswith("e"):
+        w += "e"
+    return _plural_fr(w) if number == "pl" else w
+
+
+def _elides(word: str) -> bool:
+    return word[0].lower() in _VOWELS or word[0].lower() == "h"
+
+
+class Grammar:
+    """Generates aligned (English tokens, French tokens) pairs. French elision is done at detokenization."""
+
+    def __init__(self, lex: Lexicon):
+        self.lex = lex
+        self.noun_rank = _Zipf(len(lex.nouns))
+        self.adj_rank = _Zipf(len(lex.adjectives))
+        self.verb_rank = _Zipf(len(lex.verbs))
+        self.name_rank = _Zipf(len(lex.names), 1.1)
+
+    # Noun phrases return (en, fr, number) where number is "sg" | "pl"
+    def noun_phrase(self, rng: random.Random, depth: int = 0) -> tuple[list[str], list[str], str]:
+        if rng.random() < 0.08:
+            name = self.lex.names[self.name_rank(rng)]
+            return [name], [name], "sg"
+        noun = self.lex.nouns[self.noun_rank(rng)]
+        number = "pl" if rng.random() < 0.3 else "sg"
+        if number == "sg":
+            det_en = rng.choice(("the", "the", "the", "a", "this", "my"))
+            det_fr = _DETS_SG[det_en][noun.gender == "f"]
+        else:
+            det_en = rng.choice(("the", "the", "some", "these", "my"))
+            det_fr = _DETS_PL[det_en]
+        n_adj = min(3, int(rng.expovariate(1.6)))
+        adjs = [self.lex.adjectives[self.adj_rank(rng)] for _ in range(n_adj)]
+        head_en = list(noun.en[:-1]) + [_plural_en(noun.en[-1]) if number == "pl" else noun.en[-1]]
+        head_fr = [_plural_fr(noun.fr[0]) if number == "pl" else noun.fr[0]] + list(noun.fr[1:])
+        en = ([] if det_en == "some" and rng.random() < 0.5 else [det_en]) + [a.en for a in adjs] + head_en
+        before = [_adj_fr(a, noun.gender, number) for a in adjs if a.before]
+        after = [_adj_fr(a, noun.gender, number) for a in reversed(adjs) if not a.before]
+        fr = [det_fr] + before + head_fr + after
+        if depth == 0 and rng.random() < 0.15:  # "of the N": de + le → du, de + les → des
+            pp_en, pp_fr, _ = self.noun_phrase(rng, depth + 1)
+            en, fr = en + ["of"] + pp_en, fr + _contract("de", pp_fr)
+        return en, fr, number
+
+    def verb_phrase(self, rng: random.Random, number: str) -> tuple[list[str], list[str]]:
+        verb = self.lex.verbs[self.verb_rank(rng)]
+        tense = rng.choice(("present", "present", "past", "future"))
+        negated = rng.random() < 0.15
+        fr_present = {"sg": "e", "pl": "ent", "we": "ons"}[number]
+        en_present = verb.en + "s" if number == "sg" else verb.en
+        if tense == "present":
+            en = [("does" if number == "sg" else "do"), "not", verb.en] if negated else [en_present]
+            fr_verb = [verb.fr + fr_present]
+        elif tense == "past":  # one-to-many: walked → a marché
+            en = ["did", "not", verb.en] if negated else [verb.en + ("d" if verb.en.endswith("e") else "ed")]
+            aux = {"sg": "a", "pl": "ont", "we": "avons"}[number]
+            fr_verb = [aux, "pas", verb.fr + "é"] if negated else [aux, verb.fr + "é"]
+        else:  # many-to-one: will walk → marchera
+            en = ["will", "not", verb.en] if negated else ["will", verb.en]
+            fr_verb = [verb.fr + {"sg": "era", "pl": "eront", "we": "erons"}[number]]
+        if negated:
+            fr = ["ne"] + fr_verb + ([] if tense == "past" else ["pas"])
+        else:
+            fr = fr_verb
+        return en, fr
+
+    def clause(self, rng: random.Random) -> tuple[list[str], list[str]]:
+        if rng.random() < 0.2:
+            pron = rng.choice(list(_PRONOUNS))
+            pron_fr, number = _PRONOUNS[pron]
+            subj_en, subj_fr = [pron], [pron_fr]
+        else:
+            subj_en, subj_fr, number = self.noun_phrase(rng)
+            if rng.random() < 0.15:  # relative clause: the verb inside agrees with the subject
+                rel_en, rel_fr = self.verb_phrase(rng, number)
+                obj_en, obj_fr, _ = self.noun_phrase(rng, 1)
+                subj_en = subj_en + ["which"] + rel_en + obj_en
+                subj_fr = subj_fr + ["qui"] + rel_fr + obj_fr
+        vp_en, vp_fr = self.verb_phrase(rng, number)
+        en, fr = subj_en + vp_en, subj_fr + vp_fr
+        if rng.random() < 0.85:
+            obj_en, obj_fr, _ = self.noun_phrase(rng)
+            en, fr = en + obj_en, fr + obj_fr
+        while rng.random() < 0.35:
+            prep = rng.choice(list(_PREPS))
+            pp_en, pp_fr, _ = self.noun_phrase(rng, 1)
+            en, fr = en + [prep] + pp_en, fr + _contract(_PREPS[prep], pp_fr)
+        return en, fr
+
+    def fragment(self, rng: random.Random, target: int) -> tuple[list[str], list[str]]:
+        if target <= 1:
+            return rng.choice(((["yes"], ["oui"]), (["no"], ["non"]), (["thanks"], ["merci"]),
+                               ([n := self.lex.names[self.name_rank(rng)]], [n])))
+        en, fr, _ = self.noun_phrase(rng)
+        return en, fr
+
+    def sentence(self, rng: random.Random, target: int) -> tuple[list[str], list[str]]:
+        """A sentence pair whose source length is close to `target` tokens (punctuation included)."""
+        if target <= 4:
+            en, fr = self.fragment(rng, target)
+            return (en + ["."], fr + ["."]) if target > 1 and rng.random() < 0.5 else (en, fr)
+        en, fr = self.clause(rng)
+        while len(en) + 1 < target:
+            conj = rng.choice(list(_CONJ))
+            nxt_en, nxt_fr = self.clause(rng)
+            comma = [","] if rng.random() < 0.5 else []
+            en, fr = en + comma + [conj] + nxt_en, fr + comma + _CONJ[conj] + nxt_fr
+        return en + ["."], fr + ["."]
+
+
+def _contract(prep: str, np_fr: list[str]) -> list[str]:
+    """French preposition + article contraction: de le → du, de les → des, à le → au, à les → aux."""
+    table = {("de", "le"): "du", ("de", "les"): "des", ("de", "des"): "de",
+             ("à", "le"): "au", ("à", "les"): "aux"}
+    if np_fr and (prep, np_fr[0]) in table:
+        return [table[(prep, np_fr[0])]] + np_fr[1:]
+    return [prep] + np_fr
+
+
+# --------------------------------------------------------------------------------------------- raw text
+
+def detokenize_en(tokens: list[str]) -> str:
+    text = " ".join(tokens)
+    for p in (" .", " ,"):
+        text = text.replace(p, p[1:])
+    return text[:1].upper() + text[1:]
+
+
+def detokenize_fr(tokens: list[str]) -> str:
+    """French raw text: elision (le arbre → l'arbre, ne aime → n'aime, que il → qu'il), capitalisation."""
+    out: list[str] = []
+    for tok in tokens:
+        if out and out[-1] in ("le", "la", "ne", "de", "que") and tok[:1].lower() in _VOWELS | {"h"}:
+            out[-1] = out[-1][:-1] + "'"
+        out.append(tok)
+    text = ""
+    for tok in out:
+        if not text:
+            text = tok
+        elif tok in (".", ","):
+            text += tok
+        elif text.endswith("'"):
+            text += tok
+        else:
+            text += " " + tok
+    return text[:1].upper() + text[1:]
+
+
+# --------------------------------------------------------------------------------------------- corpus
+
+def _train_length(rng: random.Random, max_len: int) -> int:
+    """News-like source lengths: a log-normal with median ≈ 18 tokens, clipped to [1, max_len]."""
+    return max(1, min(max_len, int(round(math.exp(rng.gauss(math.log(18.0), 0.6))))))
+
+
+def generate(seed: int, n_train: int, n_dev: int, n_test: int, n_nouns: int, n_adjectives: int,
+             n_verbs: int, n_names: int, max_len: int) -> dict[str, list[tuple[str, str]]]:
+    """Return {"train", "dev", "test"} lists of raw (English, French) sentence pairs.
+
+    train/dev lengths follow a news-like distribution; test lengths are uniform over 1..max_len so that
+    every length bucket of Figure 2 holds enough sentences. Test and dev sources never occur in train.
+    """
+    rng = random.Random(seed)
+    grammar = Grammar(Lexicon.generate(rng, n_nouns, n_adjectives, n_verbs, n_names))
+
+    def pairs(n: int, length, exclude: set[str], tolerance: int | None = None) -> list[tuple[str, str]]:
+        """n new pairs; with `tolerance`, a pair is kept only if its length is that close to the drawn target."""
+        out, seen = [], set(exclude)
+        while len(out) < n:
+            target = length()
+            en, fr = grammar.sentence(rng, target)
+            if tolerance is not None and abs(len(en) - target) > tolerance:
+                continue
+            pair = (detokenize_en(en), detokenize_fr(fr))
+            if pair[0] not in seen:
+                seen.add(pair[0])
+                out.append(pair)
+        return out
+
+    test = pairs(n_test, lambda: rng.randint(1, max_len), set(), tolerance=2)
+    dev = pairs(n_dev, lambda: _train_length(rng, max_len), {en for en, _ in test})
+    held_out = {en for en, _ in test} | {en for en, _ in dev}
+    train = pairs(n_train, lambda: _train_length(rng, max_len + 20), held_out)
+    return {"train": train, "dev": dev, "test": test}
+
+
+def write_corpus(corpus: dict[str, list[tuple[str, str]]], out_dir, src: str = "en", tgt: str = "fr") -> None:
+    for split, pairs in corpus.items():
+        write_lines_atomic(f"{out_dir}/{split}.{src}", [en for en, _ in pairs])
+        write_lines_atomic(f"{out_dir}/{split}.{tgt}", [fr for _, fr in pairs])

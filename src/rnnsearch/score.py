@@ -1,0 +1,101 @@
+"""Stage 7: BLEU as the paper's community computed it and as it is computed today.
+
+* "Tokenized BLEU": corpus BLEU on Moses-tokenized hypotheses and references, no further tokenization and
+  no lowercasing: what multi-bleu.perl computed in 2014 (sacrebleu with `tokenize='none'`).
+* sacreBLEU: detokenized hypotheses against the raw references, with sacreBLEU's default 13a tokenizer and
+  its signature.
+Both on All test sentences and on the No-UNK subset (no out-of-shortlist word in the source or the
+reference, decoded with [UNK] forbidden), and tokenized BLEU by source length for Figure 2, each bucket's
+BLEU from the n-gram statistics summed over the bucket's sentences.
+"""
+
+from __future__ import annotations
+
+from sacrebleu.metrics import BLEU
+
+from .textio import InputError, read_json, read_lines, write_json_atomic
+from .vocab import Vocab
+
+
+def no_unk_ids(src_tok: list[str], ref_tok: list[str], src_vocab: Vocab, tgt_vocab: Vocab) -> list[int]:
+    """Sentences whose source and reference words are all in the shortlists (Table 1, "No UNK")."""
+    return [i for i, (s, r) in enumerate(zip(src_tok, ref_tok))
+            if all(w in src_vocab for w in s.split()) and all(w in tgt_vocab for w in r.split())]
+
+
+def tokenized_bleu(hyps: list[str], refs: list[str]):
+    return BLEU(tokenize="none", force=True).corpus_score(hyps, [refs])
+
+
+def sacre_bleu(hyps: list[str], refs: list[str]) -> tuple[float, str]:
+    metric = BLEU()
+    score = metric.corpus_score(hyps, [refs])
+    return score.score, str(metric.get_signature())
+
+
+def bucket_label(lo: int, hi: int | None) -> str:
+    return f"{lo}-{hi}" if hi is not None else f"{lo}+"
+
+
+def buckets(edges: list[int]) -> list[tuple[int, int | None]]:
+    """Upper edges [10, 20, …, 60] → (1,10), (11,20), …, (51,60), (61, None)."""
+    out, lo = [], 1
+    for hi in edges:
+        out.append((lo, hi))
+        lo = hi + 1
+    out.append((lo, None))
+    return out
+
+
+def bleu_by_length(src_tok: list[str], hyps: list[str], refs: list[str], edges: list[int]) -> list[dict]:
+    """Tokenized BLEU per source-length bucket (source words, punctuation included, as the paper counts)."""
+    rows = []
+    for lo, hi in buckets(edges):
+        ids = [i for i, s in enumerate(src_tok) if lo <= len(s.split()) and (hi is None or len(s.split()) <= hi)]
+        row = {"bucket": bucket_label(lo, hi), "lo": lo, "hi": hi, "sentences": len(ids)}
+        if ids:
+            sc = tokenized_bleu([hyps[i] for i in ids], [refs[i] for i in ids])
+            row.update(bleu=sc.score, counts=sc.counts, totals=sc.totals, sys_len=sc.sys_len, ref_len=sc.ref_len)
+        else:
+            row.update(bleu=None)
+        rows.append(row)
+    return rows
+
+
+def _check_aligned(hyp_path, hyps, ref_path, refs) -> None:
+    if len(hyps) != len(refs):
+        raise InputError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}: they must align")
+    if not refs:
+        raise InputError(f"{ref_path}: no sentences to score")
+
+
+def run_score(model: str, src_tok_path: str, ref_tok_path: str, ref_raw_path: str, hyp_dir: str,
+              edges: list[int], out: str) -> dict:
+    """Score one model's translations of the test set; writes a metrics JSON."""
+    src_tok, ref_tok, ref_raw = read_lines(src_tok_path), read_lines(ref_tok_path), read_lines(ref_raw_path)
+    hyp_tok, hyp = read_lines(f"{hyp_dir}/test.hyp.tok"), read_lines(f"{hyp_dir}/test.hyp")
+    _check_aligned(f"{hyp_dir}/test.hyp.tok", hyp_tok, ref_tok_path, ref_tok)
+    _check_aligned(f"{hyp_dir}/test.hyp", hyp, ref_raw_path, ref_raw)
+    ids = read_json(f"{hyp_dir}/nounk.json")["ids"]
+    nk_tok, nk = read_lines(f"{hyp_dir}/nounk.hyp.tok"), read_lines(f"{hyp_dir}/nounk.hyp")
+    if not (len(ids) == len(nk_tok) == len(nk)):
+        raise InputError(f"{hyp_dir}: nounk.json lists {len(ids)} sentences but nounk.hyp.tok has {len(nk_tok)} "
+                         f"and nounk.hyp {len(nk)}")
+    tok_all = tokenized_bleu(hyp_tok, ref_tok)
+    sacre_all, signature = sacre_bleu(hyp, ref_raw)
+    result = {
+        "model": model,
+        "sentences": len(ref_tok),
+        "bleu_tok_all": tok_all.score,
+        "bleu_tok_all_detail": str(tok_all),
+        "sacrebleu_all": sacre_all,
+        "nounk_sentences": len(ids),
+        "bleu_tok_nounk": tokenized_bleu(nk_tok, [ref_tok[i] for i in ids]).score if ids else None,
+        "sacrebleu_nounk": sacre_bleu(nk, [ref_raw[i] for i in ids])[0] if ids else None,
+        "sacrebleu_signature": signature,
+        "tokenized_bleu_definition": "corpus BLEU-4 on Moses-tokenized text, no lowercasing (multi-bleu.perl); "
+                                     "sacrebleu tokenize=none",
+        "by_length": bleu_by_length(src_tok, hyp_tok, ref_tok, edges),
+    }
+    write_json_atomic(out, result)
+    return result

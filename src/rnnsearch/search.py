@@ -1,0 +1,144 @@
+"""Greedy and batched beam search over `model.step` (§3: "we use a beam search to find a translation that
+approximately maximises the conditional probability").
+
+Beam search follows GroundHog: every sentence starts with `beam` live hypotheses; a hypothesis that emits
+</s> moves to the finished list and the sentence's beam narrows by one, until it is exhausted or the maximum
+length is reached. The best finished hypothesis wins, by log-probability or, with `length_norm`, by
+log-probability per word. All sentences of a batch and all their hypotheses advance in one tensor operation
+per step; only finished hypotheses are copied out in Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional as F
+
+from .batching import pad
+from .vocab import EOS_ID, PAD_ID, UNK_ID
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # target ids, </s> included when the hypothesis finished
+    score: float  # sum of log-probabilities
+    alpha: torch.Tensor | None  # (len(tokens), Tx) attention weights over the real source words; None for RNNencdec
+
+    def normalized(self) -> float:
+        return self.score / max(len(self.tokens), 1)
+
+
+def max_lengths(lengths: torch.Tensor, a: float, b: int) -> torch.Tensor:
+    """The longest output allowed for each sentence: a × source length + b (</s> included)."""
+    return (lengths.float() * a).long() + b
+
+
+@torch.no_grad()
+def greedy(model, x: torch.Tensor, lengths: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10,
+           forbid_unk: bool = False) -> list[Hypothesis]:
+    memory = model.encode(x, lengths)
+    B = x.size(0)
+    limits = max_lengths(lengths, max_len_a, max_len_b).to(x.device)
+    y = torch.full((B,), PAD_ID, dtype=torch.long, device=x.device)
+    s = memory.s0
+    out, scores, alphas = [], torch.zeros(B, device=x.device), []
+    done = torch.zeros(B, dtype=torch.bool, device=x.device)
+    for t in range(int(limits.max())):
+        logits, s, alpha = model.step(y, s, memory)
+        logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits)
+        lp, y = logp.max(-1)
+        scores += lp.masked_fill(done, 0.0)
+        out.append(y)
+        alphas.append(alpha)
+        done |= y == EOS_ID
+        if bool(done.all()):
+            break
+    toks = torch.stack(out, 1).tolist()
+    hyps = []
+    for b in range(B):
+        n = toks[b].index(EOS_ID) + 1 if EOS_ID in toks[b] else len(toks[b])
+        al = torch.stack([a[b, : lengths[b]] for a in alphas[:n]]) if alphas[0] is not None else None
+        hyps.append(Hypothesis(toks[b][:n], float(scores[b]), al))
+    return hyps
+
+
+def _restrict(logp: torch.Tensor, forbid_unk: bool, must_end: torch.Tensor) -> torch.Tensor:
+    """Never emit <pad>; no [UNK] in the paper's No-UNK setting; only </s> once a row reaches its limit."""
+    logp[:, PAD_ID] = float("-inf")
+    if forbid_unk:
+        logp[:, UNK_ID] = float("-inf")
+    if bool(must_end.any()):
+        eos = logp[:, EOS_ID].clone()
+        logp[must_end] = float("-inf")
+        logp[:, EOS_ID] = eos
+    return logp
+
+
+@torch.no_grad()
+def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_len_a: float = 1.5,
+                max_len_b: int = 10, forbid_unk: bool = False, length_norm: bool = True,
+                n_best: int = 1) -> list[list[Hypothesis]]:
+    """Returns, per sentence, its `n_best` finished hypotheses, best first."""
+    B, K, dev = x.size(0), beam, x.device
+    memory = model.encode(x, lengths).index_select(torch.arange(B, device=dev).repeat_interleave(K))
+    limits = max_lengths(lengths, max_len_a, max_len_b).to(dev).repeat_interleave(K)  # (B*K,)
+    s = memory.s0  # (B*K, n)
+    y = torch.full((B * K,), PAD_ID, dtype=torch.long, device=dev)
+    scores = torch.full((B, K), float("-inf"), device=dev)
+    scores[:, 0] = 0.0  # one live hypothesis per sentence at the start
+    history = torch.empty((B * K, 0), dtype=torch.long, device=dev)
+    alpha_hist = None
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    n_finished = torch.zeros(B, dtype=torch.long, device=dev)
+    slot = torch.arange(K, device=dev).unsqueeze(0)  # (1, K)
+    for t in range(int(limits.max())):
+        logits, s, alpha = model.step(y, s, memory)
+        logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits)  # (B*K, V)
+        V = logp.size(1)
+        cand = (scores.view(-1, 1) + logp).view(B, K * V)
+        top, idx = cand.topk(K, dim=1)  # (B, K), sorted best first
+        live = (slot < (K - n_finished).unsqueeze(1)) & torch.isfinite(top)  # the beam narrows as hyps finish
+        origin = (idx // V + torch.arange(B, device=dev).unsqueeze(1) * K).view(-1)  # (B*K,) parent rows
+        word = idx % V  # (B, K)
+        history = torch.cat([history[origin], word.view(-1, 1)], dim=1)
+        if alpha is not None:
+            step_alpha = alpha[origin].unsqueeze(1)  # (B*K, 1, Tx)
+            alpha_hist = step_alpha if alpha_hist is None else torch.cat([alpha_hist[origin], step_alpha], 1)
+        s = s[origin]
+        ended = live & (word == EOS_ID)
+        for b, k in ended.nonzero().tolist():
+            row = b * K + k
+            alpha_b = alpha_hist[row, :, : lengths[b]].cpu() if alpha_hist is not None else None  # (Ty, Tx_b)
+            finished[b].append(Hypothesis(history[row].tolist(), float(top[b, k]), alpha_b))
+        n_finished += ended.sum(1)
+        scores = top.masked_fill(~live | ended, float("-inf"))
+        y = word.view(-1)
+        if not bool(torch.isfinite(scores).any()):
+            break
+    key = Hypothesis.normalized if length_norm else (lambda h: h.score)
+    return [sorted(f, key=key, reverse=True)[:n_best] for f in finished]
+
+
+def translate_ids(model, src_ids: list[list[int]], beam: int, batch_size: int, max_len_a: float, max_len_b: int,
+                  forbid_unk: bool = False, length_norm: bool = True, device="cpu", progress=None) -> list[Hypothesis]:
+    """Best hypothesis for each source sentence (id lists ending in </s>), in input order.
+
+    Sentences are decoded in length-sorted batches; the result does not depend on the batch composition
+    beyond floating-point summation order.
+    """
+    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    result: list[Hypothesis | None] = [None] * len(src_ids)
+    for k in range(0, len(order), batch_size):
+        idx = order[k : k + batch_size]
+        x = pad([src_ids[i] for i in idx]).to(device)
+        lengths = torch.tensor([len(src_ids[i]) for i in idx])
+        if beam == 1:
+            best = greedy(model, x, lengths, max_len_a, max_len_b, forbid_unk)
+        else:
+            best = [h[0] for h in beam_search(model, x, lengths, beam, max_len_a, max_len_b, forbid_unk, length_norm)]
+        for i, h in zip(idx, best):
+            result[i] = h
+        if progress is not None:
+            progress.update(len(idx))
+    return result  # type: ignore[return-value]

@@ -1,0 +1,70 @@
+"""Stage 6: translate the test set with beam search, twice: all sentences ([UNK] allowed), and the No-UNK
+subset with [UNK] forbidden (Table 1's two columns). Saves each translation's attention matrix α."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .checkpoint import load_model
+from .score import no_unk_ids
+from .search import translate_ids
+from .text import detokenize_lines
+from .textio import atomic_path, read_lines, write_json_atomic, write_lines_atomic
+from .train import resolve_device
+from .vocab import Vocab
+
+log = logging.getLogger("rnnsearch.translate")
+
+
+def _progress(total: int, desc: str):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        return None
+    return tqdm(total=total, desc=desc, unit="sent", mininterval=5, leave=False)
+
+
+def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_vocab_path: str, tgt_vocab_path: str,
+                  out_dir: str, decode_cfg: dict, tgt_lang: str) -> dict:
+    out = Path(out_dir)
+    torch.set_num_threads(decode_cfg["threads"])
+    device = resolve_device(decode_cfg["device"])
+    model, config = load_model(checkpoint, device)
+    src_vocab, tgt_vocab = Vocab.load(src_vocab_path), Vocab.load(tgt_vocab_path)
+    src_tok, ref_tok = read_lines(src_tok_path), read_lines(ref_tok_path)
+    src_ids = [src_vocab.encode(s.split()) for s in src_tok]
+    opts = dict(beam=decode_cfg["beam"], batch_size=decode_cfg["batch_size"], max_len_a=decode_cfg["max_len_a"],
+                max_len_b=decode_cfg["max_len_b"], length_norm=decode_cfg["length_norm"], device=device)
+
+    start = time.perf_counter()
+    bar = _progress(len(src_ids), f"{config['name']} beam {opts['beam']}")
+    hyps = translate_ids(model, src_ids, forbid_unk=False, progress=bar, **opts)
+    seconds_all = time.perf_counter() - start
+    ids = no_unk_ids(src_tok, ref_tok, src_vocab, tgt_vocab)
+    nounk = translate_ids(model, [src_ids[i] for i in ids], forbid_unk=True, progress=bar, **opts)
+    if bar is not None:
+        bar.close()
+
+    hyp_tok = [" ".join(tgt_vocab.decode(h.tokens)) for h in hyps]
+    write_lines_atomic(out / "test.hyp.tok", hyp_tok)
+    write_lines_atomic(out / "test.hyp", detokenize_lines(hyp_tok, tgt_lang))
+    nk_tok = [" ".join(tgt_vocab.decode(h.tokens)) for h in nounk]
+    write_lines_atomic(out / "nounk.hyp.tok", nk_tok)
+    write_lines_atomic(out / "nounk.hyp", detokenize_lines(nk_tok, tgt_lang))
+    write_json_atomic(out / "nounk.json", {"ids": ids, "definition": "no out-of-shortlist word in source or reference"})
+    with atomic_path(out / "attention.npz") as tmp, open(tmp, "wb") as f:
+        # α_ij of each translation, rows = generated words (</s> included), columns = source words (</s> included)
+        np.savez_compressed(f, **{str(i): h.alpha.numpy().astype(np.float16)
+                                  for i, h in enumerate(hyps) if h.alpha is not None})
+    stats = {"model": config["name"], "sentences": len(src_ids), "beam": opts["beam"], "batch_size": opts["batch_size"],
+             "seconds_all": round(seconds_all, 3), "sentences_per_s": round(len(src_ids) / seconds_all, 2),
+             "nounk_sentences": len(ids), "device": str(device), "threads": decode_cfg["threads"]}
+    write_json_atomic(out / "decode_stats.json", stats)
+    log.info("%s: %d sentences in %.1f s (%.1f sent/s, beam %d); No-UNK subset: %d sentences",
+             config["name"], len(src_ids), seconds_all, stats["sentences_per_s"], opts["beam"], len(ids))
+    return stats

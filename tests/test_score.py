@@ -1,0 +1,59 @@
+"""BLEU: tokenized BLEU equals an independent multi-bleu.perl computation; buckets sum n-gram statistics."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from rnnsearch.score import bleu_by_length, buckets, no_unk_ids, sacre_bleu, tokenized_bleu
+from rnnsearch.vocab import build_vocab
+
+HYPS = ["le chat est sur le tapis .", "il y a un chat sur le tapis", "la maison bleue", "je ne sais pas ."]
+REFS = ["le chat est assis sur le tapis .", "il y a un chat sur le tapis .", "la maison est bleue", "je ne sais pas ."]
+
+
+def multi_bleu(hyps: list[str], refs: list[str]) -> float:
+    """multi-bleu.perl for one reference: clipped n-gram precisions summed over the corpus, brevity penalty."""
+    match, total = [0] * 4, [0] * 4
+    hyp_len = ref_len = 0
+    for h, r in zip(hyps, refs):
+        h, r = h.split(), r.split()
+        hyp_len += len(h)
+        ref_len += len(r)
+        for n in range(1, 5):
+            hc = Counter(tuple(h[i : i + n]) for i in range(len(h) - n + 1))
+            rc = Counter(tuple(r[i : i + n]) for i in range(len(r) - n + 1))
+            match[n - 1] += sum(min(c, rc[g]) for g, c in hc.items())
+            total[n - 1] += max(len(h) - n + 1, 0)
+    if min(match) == 0:
+        return 0.0
+    bp = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
+    return 100 * bp * math.exp(sum(math.log(m / t) for m, t in zip(match, total)) / 4)
+
+
+def test_tokenized_bleu_equals_multi_bleu():
+    assert tokenized_bleu(HYPS, REFS).score == pytest.approx(multi_bleu(HYPS, REFS), abs=1e-6)
+    assert tokenized_bleu(REFS, REFS).score == pytest.approx(100.0)
+
+
+def test_sacrebleu_has_a_signature_and_tokenizes_itself():
+    score, sig = sacre_bleu(["Le chat, il dort."], ["Le chat, il dort."])
+    assert score == pytest.approx(100.0) and "tok:13a" in sig and "version:" in sig
+
+
+def test_length_buckets_partition_the_test_set_and_sum_statistics():
+    src = ["a " * n for n in (3, 12, 25, 9)]
+    rows = bleu_by_length(src, HYPS, REFS, [10, 20])
+    assert [r["bucket"] for r in rows] == ["1-10", "11-20", "21+"]
+    assert [r["sentences"] for r in rows] == [2, 1, 1]
+    first = rows[0]
+    assert first["bleu"] == pytest.approx(multi_bleu([HYPS[0], HYPS[3]], [REFS[0], REFS[3]]), abs=1e-6)
+    assert buckets([10]) == [(1, 10), (11, None)]
+
+
+def test_no_unk_subset_needs_every_word_in_both_shortlists():
+    src_vocab = build_vocab(Counter("a b c".split()), 2)  # shortlist: a, b
+    tgt_vocab = build_vocab(Counter("x y".split()), 2)
+    assert no_unk_ids(["a b", "a c", "b"], ["x", "x y", "z"], src_vocab, tgt_vocab) == [0]

@@ -1,0 +1,137 @@
+"""Every stage through its CLI, on tiny data, without Snakemake: the files each writes and what is in them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rnnsearch.cli import main
+from rnnsearch.textio import read_lines
+
+from .conftest import REPO
+
+PARAMS = ["--params", str(REPO / "params.yaml"), "--params", str(REPO / "tests" / "configs" / "tiny.yaml")]
+
+
+def rnnsearch(*args: str) -> None:
+    assert main([str(a) for a in args]) == 0, f"rnnsearch {' '.join(map(str, args))} failed"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """Runs stages 1-9 in order into one folder and returns it."""
+    d = tmp_path_factory.mktemp("stages")
+    rnnsearch("corpus", *PARAMS, "--out-dir", d / "raw")
+    for split in ("train", "dev", "test"):
+        for lang in ("en", "fr"):
+            rnnsearch("tokenize", *PARAMS, "--lang", lang, "--input", d / f"raw/{split}.{lang}",
+                      "--output", d / f"tok/{split}.{lang}", "--log", d / f"logs/tok.{split}.{lang}.log")
+    for n in (30, 50):
+        rnnsearch("filter", "--max-len", n, "--src", d / "tok/train.en", "--tgt", d / "tok/train.fr",
+                  "--out-src", d / f"train{n}.en", "--out-tgt", d / f"train{n}.fr", "--stats", d / f"train{n}.json")
+    rnnsearch("vocab", *PARAMS, "--src", d / "tok/train.en", "--tgt", d / "tok/train.fr", "--out-src",
+              d / "vocab.en.tsv", "--out-tgt", d / "vocab.fr.tsv", "--stats", d / "vocab.json")
+    models = ["rnnencdec-30", "rnnsearch-50"]
+    for m in models:
+        n = 30 if m.endswith("30") else 50
+        rnnsearch("train", *PARAMS, "--model", m, "--src-train", d / f"train{n}.en", "--tgt-train", d / f"train{n}.fr",
+                  "--src-dev", d / "tok/dev.en", "--tgt-dev", d / "tok/dev.fr", "--src-vocab", d / "vocab.en.tsv",
+                  "--tgt-vocab", d / "vocab.fr.tsv", "--out-dir", d / f"models/{m}")
+        rnnsearch("translate", *PARAMS, "--checkpoint", d / f"models/{m}/model.pt", "--src", d / "tok/test.en",
+                  "--ref", d / "tok/test.fr", "--src-vocab", d / "vocab.en.tsv", "--tgt-vocab", d / "vocab.fr.tsv",
+                  "--out-dir", d / f"tr/{m}")
+        rnnsearch("score", *PARAMS, "--model", m, "--src", d / "tok/test.en", "--ref-tok", d / "tok/test.fr",
+                  "--ref", d / "raw/test.fr", "--hyp-dir", d / f"tr/{m}", "--out", d / f"scores/{m}.json")
+    scores = [d / f"scores/{m}.json" for m in models]
+    rnnsearch("tables", "--scores", *scores, "--train-stats", *[d / f"models/{m}/train_stats.json" for m in models],
+              "--out-dir", d / "tables")
+    params_fig = PARAMS + []
+    rnnsearch("figures", *params_fig, "--scores", *scores, "--attention", d / "tr/rnnsearch-50/attention.npz",
+              "--src", d / "tok/test.en", "--hyp", d / "tr/rnnsearch-50/test.hyp.tok",
+              "--nounk", d / "tr/rnnsearch-50/nounk.json", "--out-dir", d / "figures")
+    rnnsearch("report", *PARAMS, "--table1", d / "tables/table1.md", "--table2", d / "tables/table2.md",
+              "--figure2", d / "figures/bleu_by_length.png", "--alignments", d / "figures/alignment_a.png",
+              "--scores", *scores, "--src", d / "raw/test.en", "--ref", d / "raw/test.fr",
+              "--hyps", *[f"{m}={d / f'tr/{m}/test.hyp'}" for m in models], "--out", d / "report.md")
+    return d
+
+
+def test_corpus_and_tokenize(run: Path):
+    for split, n in (("train", 1500), ("dev", 40), ("test", 80)):
+        assert len(read_lines(run / f"raw/{split}.en")) == n == len(read_lines(run / f"raw/{split}.fr"))
+        assert len(read_lines(run / f"tok/{split}.fr")) == n
+    raw, tok = read_lines(run / "raw/train.fr"), read_lines(run / "tok/train.fr")
+    assert any("l'" in line and "l' " not in line for line in raw)  # elided in raw text
+    assert any(" l' " in f" {line} " for line in tok)  # split by the Moses tokenizer
+    assert tok[0][0].isupper()  # no lowercasing
+    assert (run / "logs/tok.train.fr.log").read_text().strip()
+
+
+def test_filter_keeps_pairs_within_the_limit(run: Path):
+    src, tgt = read_lines(run / "train30.en"), read_lines(run / "train30.fr")
+    assert len(src) == len(tgt) == json.loads((run / "train30.json").read_text())["pairs_kept"]
+    assert max(len(s.split()) for s in src + tgt) <= 30
+    assert len(read_lines(run / "train50.en")) > len(src)
+
+
+def test_vocab_is_a_shortlist(run: Path):
+    words = read_lines(run / "vocab.fr.tsv")
+    assert len(words) == 150 + 3 and words[:3] == ["0\t<pad>\t0", "1\t</s>\t0", "2\t[UNK]\t0"]
+    counts = [int(w.split("\t")[2]) for w in words[3:]]
+    assert counts == sorted(counts, reverse=True)
+    assert 0.5 < json.loads((run / "vocab.json").read_text())["tgt"]["coverage"] < 1.0
+
+
+def test_train_writes_checkpoint_stats_and_curve(run: Path):
+    stats = json.loads((run / "models/rnnsearch-50/train_stats.json").read_text())
+    assert stats["updates"] == 12 and stats["arch"] == "rnnsearch" and stats["dev_nll"] > 0
+    curve = pd.read_csv(run / "models/rnnsearch-50/learning_curve.tsv", sep="\t")
+    assert list(curve["update"]) == [4, 8, 12]
+
+
+def test_translate_outputs_align_with_the_test_set(run: Path):
+    d = run / "tr/rnnsearch-50"
+    assert len(read_lines(d / "test.hyp.tok")) == 80 == len(read_lines(d / "test.hyp"))
+    ids = json.loads((d / "nounk.json").read_text())["ids"]
+    nounk = read_lines(d / "nounk.hyp.tok")
+    assert len(nounk) == len(ids) and not any("[UNK]" in h.split() for h in nounk)
+    with np.load(d / "attention.npz") as npz:
+        alpha = npz["0"].astype(np.float32)
+        assert alpha.shape[1] == len(read_lines(run / "tok/test.en")[0].split()) + 1
+        np.testing.assert_allclose(alpha.sum(1), 1.0, atol=2e-3)  # stored as float16
+    with np.load(run / "tr/rnnencdec-30/attention.npz") as npz:
+        assert npz.files == []  # RNNencdec has no alignment model
+
+
+def test_score_tables_figures_report(run: Path):
+    s = json.loads((run / "scores/rnnsearch-50.json").read_text())
+    assert s["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert sum(b["sentences"] for b in s["by_length"]) == 80
+    t1 = pd.read_csv(run / "tables/table1.csv")
+    assert list(t1["Model"]) == ["rnnencdec-30", "rnnsearch-50"]
+    assert "sacreBLEU" in (run / "tables/table1.md").read_text()
+    t2 = pd.read_csv(run / "tables/table2.csv")
+    assert list(t2["Updates"]) == [12, 12]
+    for f in ("bleu_by_length.png", "bleu_by_length.pdf", "bleu_by_length.csv", "alignment_a.png", "alignment_b.png"):
+        assert (run / "figures" / f).stat().st_size > 1000 or f.endswith(".csv")
+    report = (run / "report.md").read_text()
+    assert "Table 1" in report and "alignment_a.png" in report and "rnnsearch-50" in report
+
+
+def test_stage_errors_name_the_file(run: Path, tmp_path: Path, capsys):
+    (tmp_path / "a.en").write_text("one\ntwo\n")
+    (tmp_path / "a.fr").write_text("un\n")
+    code = main(["filter", "--max-len", "5", "--src", str(tmp_path / "a.en"), "--tgt", str(tmp_path / "a.fr"),
+                 "--out-src", str(tmp_path / "o.en"), "--out-tgt", str(tmp_path / "o.fr"), "--stats", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    assert code == 2 and "a.en has 2 lines but" in err and "a.fr has 1" in err and "Traceback" not in err
+    assert not (tmp_path / "o.en").exists()  # nothing partial left behind
+    code = main(["score", *PARAMS, "--model", "rnnsearch-50", "--src", str(run / "tok/test.en"),
+                 "--ref-tok", str(tmp_path / "a.fr"), "--ref", str(run / "raw/test.fr"),
+                 "--hyp-dir", str(run / "tr/rnnsearch-50"), "--out", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "test.hyp.tok has 80 lines" in err and "a.fr has 1" in err

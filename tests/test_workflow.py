@@ -1,0 +1,120 @@
+"""The whole DAG through Snakemake and through DVC, on the tiny config, in a copy of the repository.
+
+Checks: every output is written; a second `snakemake` does nothing; changing one model's key reruns only
+that model's jobs and the aggregates; `dvc repro` runs the same commands and gets the same numbers;
+`dvc status` is clean afterwards and flags exactly the changed model; lint and dvc.yaml are in step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rnnsearch import config as cfg
+
+from .conftest import REPO
+
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.slow
+
+
+def sh(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(cwd), "PYTHONUNBUFFERED": "1"}
+    p = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=env)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p
+
+
+def job_counts(dry_run_output: str) -> dict[str, int]:
+    """Snakemake's 'Job stats' table of a dry run: {rule: count}."""
+    table = dry_run_output.split("Job stats:")[1].split("\n\n")[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """A copy of the repository's files (as a fresh clone would have them) with the tiny params.yaml."""
+    ws = tmp_path_factory.mktemp("ws")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        if (REPO / f).is_file():
+            (ws / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, ws / f)
+    merged = cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])
+    (ws / "params.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
+    sh(["git", "init", "-q"], ws)
+    sh(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "init", "--allow-empty"], ws, check=False)
+    sh(["git", "add", "-A"], ws)
+    sh(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], ws)
+    return ws
+
+
+def test_lint_dry_run_and_dvc_yaml_are_clean():
+    lint = sh([str(BIN / "snakemake"), "--lint"], REPO)
+    assert "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr
+    dry = sh([str(BIN / "snakemake"), "-n", "--forceall"], REPO)
+    counts = job_counts(dry.stdout)
+    assert counts["train"] == 4 and counts["translate"] == 4 and counts["tokenize"] == 6
+    sh([str(BIN / "rnnsearch"), "dvc-yaml", "--check"], REPO)
+
+
+def test_snakemake_runs_everything_then_nothing(workspace: Path):
+    sh([str(BIN / "snakemake"), "--cores", "2"], workspace)
+    for f in ["results/tables/table1.csv", "results/tables/table1.md", "results/tables/table2.csv",
+              "results/tables/table2.md", "results/figures/bleu_by_length.png", "results/figures/bleu_by_length.pdf",
+              "results/figures/alignment_a.png", "results/figures/alignment_b.png", "results/report.md",
+              *[f"results/scores/{m}.json" for m in ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")]]:
+        assert (workspace / f).stat().st_size > 0, f
+    assert (workspace / "results/logs/train/rnnsearch-50.log").read_text().count("update") >= 3
+    again = sh([str(BIN / "snakemake"), "--cores", "2"], workspace)
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_changing_one_model_reruns_only_what_depends_on_it(workspace: Path):
+    params = workspace / "params.yaml"
+    original = params.read_text()
+    changed = yaml.safe_load(original)
+    changed["models"]["rnnsearch-50"]["n"] = 12
+    params.write_text(yaml.safe_dump(changed, sort_keys=False))
+    try:
+        dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2"], workspace)
+        assert job_counts(dry.stdout) == {"train": 1, "translate": 1, "score": 1, "tables": 1, "figures": 1,
+                                          "report": 1, "all": 1}
+        assert "results/models/rnnsearch-50/model.pt" in dry.stdout
+        assert "results/models/rnnsearch-30/model.pt" not in dry.stdout
+    finally:
+        params.write_text(original)
+
+
+def test_dvc_repro_gives_the_same_results_and_tracks_params(workspace: Path):
+    smk = workspace / "results_snakemake"
+    shutil.move(workspace / "results", smk)
+    (workspace / "results").mkdir()
+    shutil.copy2(smk / "README.md", workspace / "results" / "README.md")
+    repro = sh([str(BIN / "dvc"), "repro"], workspace)
+    assert "Running stage 'train_rnnsearch-50'" in repro.stdout
+    for m in ("rnnencdec-30", "rnnsearch-50"):
+        a = json.loads((smk / f"scores/{m}.json").read_text())
+        b = json.loads((workspace / f"results/scores/{m}.json").read_text())
+        assert a == b, f"{m}: snakemake and dvc repro disagree"
+        sa = json.loads((smk / f"models/{m}/train_stats.json").read_text())
+        sb = json.loads((workspace / f"results/models/{m}/train_stats.json").read_text())
+        assert (sa["train_nll"], sa["dev_nll"]) == (sb["train_nll"], sb["dev_nll"])
+    assert "up to date" in sh([str(BIN / "dvc"), "status"], workspace).stdout
+
+    params = workspace / "params.yaml"
+    changed = yaml.safe_load(params.read_text())
+    changed["models"]["rnnencdec-30"]["max_updates"] = 5
+    params.write_text(yaml.safe_dump(changed, sort_keys=False))
+    status = sh([str(BIN / "dvc"), "status"], workspace).stdout
+    stages = set(re.findall(r"^(\S+):$", status, re.M))
+    assert stages == {"train_rnnencdec-30"}, status

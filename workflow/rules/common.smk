@@ -1,0 +1,56 @@
+# Validation, the model list, wildcard constraints and input helpers shared by all rules.
+import re
+
+from snakemake.exceptions import WorkflowError
+
+from rnnsearch import config as rcfg
+
+if workflow.config_settings.config:
+    raise WorkflowError(
+        "--config is not supported: stages read params.yaml and --configfile overlays "
+        f"(got --config {' '.join(map(str, workflow.config_settings.config))}). "
+        "Put the values in an overlay YAML and pass it with --configfile."
+    )
+try:
+    # The same JSON schema snakemake.utils.validate would use, with messages that name the key.
+    rcfg.validate(config, source=" + ".join(["params.yaml", *map(str, workflow.overwrite_configfiles)]))
+except rcfg.ConfigError as e:
+    raise WorkflowError(str(e)) from None
+
+# How every stage is told where its params are: params.yaml, then any --configfile overlays, in order.
+PARAMS = " ".join(f"--params {f}" for f in ["params.yaml", *map(str, workflow.overwrite_configfiles)])
+SRC, TGT = config["data"]["src"], config["data"]["tgt"]
+MODELS = list(config["models"])
+ATTENTION_MODELS = [m for m in MODELS if config["models"][m]["arch"] == "rnnsearch"]
+TRAIN_LENS = rcfg.train_lengths(config)
+ALIGN_LETTERS = list("abcdefghijklmnopqrstuvwxyz"[: config["figures"]["alignment_samples"]])
+
+
+wildcard_constraints:
+    model="|".join(map(re.escape, MODELS)),
+    maxlen=r"\d+",
+    split="train|dev|test",
+    lang=f"{SRC}|{TGT}",
+
+
+def stage_params(stage, model=None):
+    """The values a stage reads: declared as Snakemake params so that a change reruns exactly its jobs."""
+    return rcfg.stage_params(config, stage, model)
+
+
+def train_file(model, lang):
+    return f"results/data/train{config['models'][model]['train_max_len']}.{lang}"
+
+
+def final_outputs():
+    return [
+        "results/tables/table1.csv",
+        "results/tables/table1.md",
+        "results/tables/table2.csv",
+        "results/tables/table2.md",
+        "results/figures/bleu_by_length.png",
+        "results/figures/bleu_by_length.pdf",
+        "results/figures/bleu_by_length.csv",
+        *expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
+        "results/report.md",
+    ]

@@ -1,0 +1,48 @@
+# Stages 1-3: corpus -> Moses tokenization -> the <=30 / <=50 word training sets.
+
+
+rule corpus:
+    output:
+        expand("results/data/raw/{split}.{lang}", split=["train", "dev", "test"], lang=[SRC, TGT]),
+    params:
+        stage=stage_params("corpus"),
+        files=PARAMS,
+    conda:
+        "rnnsearch"
+    log:
+        "results/logs/corpus.log",
+    shell:
+        "rnnsearch corpus {params.files} --out-dir results/data/raw --log {log}"
+
+
+rule tokenize:
+    input:
+        "results/data/raw/{split}.{lang}",
+    output:
+        "results/data/tok/{split}.{lang}",
+    params:
+        stage=stage_params("tokenize"),
+        files=PARAMS,
+    conda:
+        "rnnsearch"
+    log:
+        "results/logs/tokenize/{split}.{lang}.log",
+    shell:
+        "rnnsearch tokenize {params.files} --lang {wildcards.lang} --input {input} --output {output} --log {log}"
+
+
+rule filter:
+    input:
+        src=f"results/data/tok/train.{SRC}",
+        tgt=f"results/data/tok/train.{TGT}",
+    output:
+        src=f"results/data/train{{maxlen}}.{SRC}",
+        tgt=f"results/data/train{{maxlen}}.{TGT}",
+        stats="results/data/train{maxlen}.json",
+    conda:
+        "rnnsearch"
+    log:
+        "results/logs/filter/train{maxlen}.log",
+    shell:
+        "rnnsearch filter --max-len {wildcards.maxlen} --src {input.src} --tgt {input.tgt}"
+        " --out-src {output.src} --out-tgt {output.tgt} --stats {output.stats} --log {log}"

@@ -1,0 +1,30 @@
+# Stage 6: beam search on the test set, All sentences and the No-UNK subset ([UNK] forbidden).
+
+
+rule translate:
+    input:
+        checkpoint="results/models/{model}/model.pt",
+        src=f"results/data/tok/test.{SRC}",
+        ref=f"results/data/tok/test.{TGT}",
+        src_vocab=f"results/data/vocab.{SRC}.tsv",
+        tgt_vocab=f"results/data/vocab.{TGT}.tsv",
+    output:
+        hyp_tok="results/translations/{model}/test.hyp.tok",
+        hyp="results/translations/{model}/test.hyp",
+        nounk_tok="results/translations/{model}/nounk.hyp.tok",
+        nounk="results/translations/{model}/nounk.hyp",
+        nounk_ids="results/translations/{model}/nounk.json",
+        attention="results/translations/{model}/attention.npz",
+        stats="results/translations/{model}/decode_stats.json",
+    params:
+        stage=stage_params("translate"),
+        files=PARAMS,
+    threads: config["decode"]["threads"]
+    conda:
+        "rnnsearch"
+    log:
+        "results/logs/translate/{model}.log",
+    shell:
+        "rnnsearch translate {params.files} --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
+        " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
+        " --out-dir results/translations/{wildcards.model} --log {log}"

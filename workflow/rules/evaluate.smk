@@ -1,0 +1,101 @@
+# Stages 7-9: BLEU per model, Tables 1-2, Figures 2-3 and the results page.
+
+
+rule score:
+    input:
+        src=f"results/data/tok/test.{SRC}",
+        ref_tok=f"results/data/tok/test.{TGT}",
+        ref=f"results/data/raw/test.{TGT}",
+        hyps=rules.translate.output,
+    output:
+        "results/scores/{model}.json",
+    params:
+        stage=stage_params("score"),
+        files=PARAMS,
+    conda:
+        "rnnsearch"
+    log:
+        "results/logs/score/{model}.log",
+    shell:
+        "rnnsearch score {params.files} --model {wildcards.model} --src {input.src} --ref-tok {input.ref_tok}"
+        " --ref {input.ref} --hyp-dir results/translations/{wildcards.model} --out {output} --log {log}"
+
+
+rule tables:
+    input:
+        scores=expand("results/scores/{model}.json", model=MODELS),
+        stats=expand("results/models/{model}/train_stats.json", model=MODELS),
+    output:
+        report(
+            multiext("results/tables/table1", ".csv", ".md"),
+            caption="../report/table1.rst",
+            category="Tables",
+        ),
+        report(
+            multiext("results/tables/table2", ".csv", ".md"),
+            caption="../report/table2.rst",
+            category="Tables",
+        ),
+    conda:
+        "rnnsearch"
+    log:
+        "results/logs/tables.log",
+    shell:
+        "rnnsearch tables --scores {input.scores} --train-stats {input.stats}"
+        " --out-dir results/tables --log {log}"
+
+
+rule figures:
+    input:
+        scores=expand("results/scores/{model}.json", model=MODELS),
+        attention=f"results/translations/{config['figures']['alignment_model']}/attention.npz",
+        hyp=f"results/translations/{config['figures']['alignment_model']}/test.hyp.tok",
+        nounk=f"results/translations/{config['figures']['alignment_model']}/nounk.json",
+        src=f"results/data/tok/test.{SRC}",
+    output:
+        report(
+            multiext("results/figures/bleu_by_length", ".png", ".pdf", ".csv"),
+            caption="../report/figure2.rst",
+            category="Figures",
+        ),
+        report(
+            expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
+            caption="../report/figure3.rst",
+            category="Figures",
+        ),
+    params:
+        stage=stage_params("figures"),
+        files=PARAMS,
+    conda:
+        "rnnsearch"
+    log:
+        "results/logs/figures.log",
+    shell:
+        "rnnsearch figures {params.files} --scores {input.scores} --attention {input.attention}"
+        " --src {input.src} --hyp {input.hyp} --nounk {input.nounk} --out-dir results/figures --log {log}"
+
+
+rule report:
+    input:
+        table1="results/tables/table1.md",
+        table2="results/tables/table2.md",
+        figure2="results/figures/bleu_by_length.png",
+        alignments=expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
+        scores=expand("results/scores/{model}.json", model=MODELS),
+        src=f"results/data/raw/test.{SRC}",
+        ref=f"results/data/raw/test.{TGT}",
+        hyps=expand("results/translations/{model}/test.hyp", model=MODELS),
+    output:
+        "results/report.md",
+    params:
+        stage=stage_params("report"),
+        files=PARAMS,
+        hyps=lambda w, input: " ".join(f"{m}={h}" for m, h in zip(MODELS, input.hyps)),
+    conda:
+        "rnnsearch"
+    log:
+        "results/logs/report.log",
+    shell:
+        "rnnsearch report {params.files} --table1 {input.table1} --table2 {input.table2} --figure2 {input.figure2}"
+        " --alignments {input.alignments} --scores {input.scores} --src {input.src} --ref {input.ref}"
+        " --hyps {params.hyps} --out {output} --log {log}"

@@ -1,0 +1,29 @@
+# Stage 5: one training job per entry of `models` (App. B.2).
+
+
+rule train:
+    input:
+        src_train=lambda w: train_file(w.model, SRC),
+        tgt_train=lambda w: train_file(w.model, TGT),
+        src_dev=f"results/data/tok/dev.{SRC}",
+        tgt_dev=f"results/data/tok/dev.{TGT}",
+        src_vocab=f"results/data/vocab.{SRC}.tsv",
+        tgt_vocab=f"results/data/vocab.{TGT}.tsv",
+    output:
+        model="results/models/{model}/model.pt",
+        stats="results/models/{model}/train_stats.json",
+        curve="results/models/{model}/learning_curve.tsv",
+    params:
+        stage=lambda w: stage_params("train", w.model),
+        files=PARAMS,
+    threads: config["train"]["threads"]
+    conda:
+        "rnnsearch"
+    log:
+        "results/logs/train/{model}.log",
+    shell:
+        "rnnsearch train {params.files} --model {wildcards.model}"
+        " --src-train {input.src_train} --tgt-train {input.tgt_train}"
+        " --src-dev {input.src_dev} --tgt-dev {input.tgt_dev}"
+        " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
+        " --out-dir results/models/{wildcards.model} --log {log}"
