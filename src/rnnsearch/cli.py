@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> None:
 
         s = p["data.synthetic"]
         corpus = synthetic.generate(p["seed"], s["n_train"], s["n_dev"], s["n_test"], s["nouns"], s["adjectives"],
-                                    s["verbs"], s["names"], s["max_len"])
+                                    s["verbs"], s["names"], s["max_len"], s["zipf"])
         synthetic.write_corpus(corpus, args.out_dir)
     elif stage == "tokenize":
         from .text import run_tokenize
@@ -140,8 +140,7 @@ def run(args: argparse.Namespace) -> None:
     elif stage == "figures":
         from .plots import run_figures
 
-        archs = {name: m["arch"] for name, m in p["models"].items()}
-        run_figures(args.scores, archs, args.attention, args.src, args.hyp, args.nounk, p["figures"], p["seed"],
+        run_figures(args.scores, args.attention, args.src, args.hyp, args.nounk, p["figures"], p["seed"],
                     args.out_dir)
     elif stage == "report":
         from .report import run_report

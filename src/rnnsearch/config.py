@@ -31,8 +31,23 @@ STAGE_KEYS: dict[str, list[str]] = {
     "translate": ["decode", "data.tgt"],
     "score": ["score"],
     "tables": [],
-    "figures": ["seed", "figures", "models"],
+    "figures": ["seed", "figures"],
     "report": ["seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "figures"],
+}
+
+# The source each stage runs, relative to src/rnnsearch: the rules list it as input, so editing it reruns the stage
+# (under Snakemake by modification time, under DVC by content).
+STAGE_MODULES = {
+    "corpus": ["corpus/synthetic.py"],
+    "tokenize": ["text.py"],
+    "filter": ["text.py"],
+    "vocab": ["vocab.py"],
+    "train": ["train.py", "batching.py", "checkpoint.py", "model"],
+    "translate": ["translate.py", "search.py", "checkpoint.py", "model"],
+    "score": ["score.py"],
+    "tables": ["tables.py"],
+    "figures": ["plots.py"],
+    "report": ["report.py"],
 }
 
 
@@ -147,6 +162,16 @@ def lookup(config: dict, dotted: str) -> Any:
 
 def stage_keys(stage: str, model: str | None = None) -> list[str]:
     return [k.format(model=model) for k in STAGE_KEYS[stage]]
+
+
+def stage_code(stage: str) -> list[str]:
+    """The source files of a stage, as paths from the repository root (directories expanded)."""
+    files = []
+    for m in STAGE_MODULES[stage]:
+        path = REPO / "src" / "rnnsearch" / m
+        found = sorted(path.glob("*.py")) if path.is_dir() else [path]
+        files += [str(f.relative_to(REPO)) for f in found]
+    return files
 
 
 def stage_params(config: dict, stage: str, model: str | None = None) -> dict[str, Any]:

@@ -37,6 +37,7 @@ def _center(lo, hi) -> float:
 
 
 def figure2(df: pd.DataFrame, archs: dict[str, str], out_stem: Path) -> None:
+    """One curve per model; RNNsearch solid, RNNencdec dashed (as in the paper)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for model, g in df.groupby("model", sort=False):
         g = g.dropna(subset=["bleu"])
@@ -80,10 +81,11 @@ def pick_alignment_sentences(src_tok: list[str], nounk_ids: list[int], have: set
     return sorted(random.Random(seed).sample(pool, min(k, len(pool))))
 
 
-def run_figures(score_files: list[str], archs: dict[str, str], attention: str, src_tok_path: str, hyp_tok_path: str,
+def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_tok_path: str,
                 nounk_path: str, fig_cfg: dict, seed: int, out_dir: str) -> list[str]:
     out = Path(out_dir)
     scores = [read_json(f) for f in score_files]
+    archs = {s["model"]: s["arch"] for s in scores}
     df = bleu_by_length_table(scores)
     with atomic_path(out / "bleu_by_length.csv") as tmp:
         df.to_csv(tmp, index=False)

@@ -85,6 +85,7 @@ def run_score(model: str, src_tok_path: str, ref_tok_path: str, ref_raw_path: st
     sacre_all, signature = sacre_bleu(hyp, ref_raw)
     result = {
         "model": model,
+        "arch": read_json(f"{hyp_dir}/decode_stats.json")["arch"],
         "sentences": len(ref_tok),
         "bleu_tok_all": tok_all.score,
         "bleu_tok_all_detail": str(tok_all),

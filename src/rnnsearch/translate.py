@@ -26,7 +26,7 @@ def _progress(total: int, desc: str):
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
         return None
-    return tqdm(total=total, desc=desc, unit="sent", mininterval=5, leave=False)
+    return tqdm(total=total, desc=desc, unit="sent", mininterval=5, leave=False, disable=None)  # off without a TTY
 
 
 def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_vocab_path: str, tgt_vocab_path: str,
@@ -61,7 +61,7 @@ def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_voc
         # α_ij of each translation, rows = generated words (</s> included), columns = source words (</s> included)
         np.savez_compressed(f, **{str(i): h.alpha.numpy().astype(np.float16)
                                   for i, h in enumerate(hyps) if h.alpha is not None})
-    stats = {"model": config["name"], "sentences": len(src_ids), "beam": opts["beam"], "batch_size": opts["batch_size"],
+    stats = {"model": config["name"], "arch": config["model"]["arch"], "sentences": len(src_ids), "beam": opts["beam"], "batch_size": opts["batch_size"],
              "seconds_all": round(seconds_all, 3), "sentences_per_s": round(len(src_ids) / seconds_all, 2),
              "nounk_sentences": len(ids), "device": str(device), "threads": decode_cfg["threads"]}
     write_json_atomic(out / "decode_stats.json", stats)

@@ -1,4 +1,5 @@
 # Validation, the model list, wildcard constraints and input helpers shared by all rules.
+import os
 import re
 
 from snakemake.exceptions import WorkflowError
@@ -11,14 +12,18 @@ if workflow.config_settings.config:
         f"(got --config {' '.join(map(str, workflow.config_settings.config))}). "
         "Put the values in an overlay YAML and pass it with --configfile."
     )
+# params.yaml, then any --configfile overlays in order (paths relative to the workflow directory when inside it).
+PARAMS_FILES = ["params.yaml"] + [
+    os.path.relpath(f) if not os.path.relpath(f).startswith("..") else str(f) for f in workflow.overwrite_configfiles
+]
 try:
     # The same JSON schema snakemake.utils.validate would use, with messages that name the key.
-    rcfg.validate(config, source=" + ".join(["params.yaml", *map(str, workflow.overwrite_configfiles)]))
+    rcfg.validate(config, source=" + ".join(PARAMS_FILES))
 except rcfg.ConfigError as e:
     raise WorkflowError(str(e)) from None
 
-# How every stage is told where its params are: params.yaml, then any --configfile overlays, in order.
-PARAMS = " ".join(f"--params {f}" for f in ["params.yaml", *map(str, workflow.overwrite_configfiles)])
+# How every stage is told where its params are.
+PARAMS = " ".join(f"--params {f}" for f in PARAMS_FILES)
 SRC, TGT = config["data"]["src"], config["data"]["tgt"]
 MODELS = list(config["models"])
 ATTENTION_MODELS = [m for m in MODELS if config["models"][m]["arch"] == "rnnsearch"]
@@ -36,6 +41,11 @@ wildcard_constraints:
 def stage_params(stage, model=None):
     """The values a stage reads: declared as Snakemake params so that a change reruns exactly its jobs."""
     return rcfg.stage_params(config, stage, model)
+
+
+def stage_code(stage):
+    """The stage's source files: inputs, so that editing the code reruns the stage."""
+    return rcfg.stage_code(stage)
 
 
 def train_file(model, lang):

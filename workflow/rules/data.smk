@@ -2,13 +2,15 @@
 
 
 rule corpus:
+    input:
+        code=stage_code("corpus"),
     output:
         expand("results/data/raw/{split}.{lang}", split=["train", "dev", "test"], lang=[SRC, TGT]),
     params:
         stage=stage_params("corpus"),
         files=PARAMS,
     conda:
-        "rnnsearch"
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/corpus.log",
     shell:
@@ -17,30 +19,32 @@ rule corpus:
 
 rule tokenize:
     input:
-        "results/data/raw/{split}.{lang}",
+        text="results/data/raw/{split}.{lang}",
+        code=stage_code("tokenize"),
     output:
         "results/data/tok/{split}.{lang}",
     params:
         stage=stage_params("tokenize"),
         files=PARAMS,
     conda:
-        "rnnsearch"
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/tokenize/{split}.{lang}.log",
     shell:
-        "rnnsearch tokenize {params.files} --lang {wildcards.lang} --input {input} --output {output} --log {log}"
+        "rnnsearch tokenize {params.files} --lang {wildcards.lang} --input {input.text} --output {output} --log {log}"
 
 
 rule filter:
     input:
         src=f"results/data/tok/train.{SRC}",
         tgt=f"results/data/tok/train.{TGT}",
+        code=stage_code("filter"),
     output:
         src=f"results/data/train{{maxlen}}.{SRC}",
         tgt=f"results/data/train{{maxlen}}.{TGT}",
         stats="results/data/train{maxlen}.json",
     conda:
-        "rnnsearch"
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/filter/train{maxlen}.log",
     shell:

@@ -8,6 +8,7 @@ rule translate:
         ref=f"results/data/tok/test.{TGT}",
         src_vocab=f"results/data/vocab.{SRC}.tsv",
         tgt_vocab=f"results/data/vocab.{TGT}.tsv",
+        code=stage_code("translate"),
     output:
         hyp_tok="results/translations/{model}/test.hyp.tok",
         hyp="results/translations/{model}/test.hyp",
@@ -21,7 +22,7 @@ rule translate:
         files=PARAMS,
     threads: config["decode"]["threads"]
     conda:
-        "rnnsearch"
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/translate/{model}.log",
     shell:

@@ -7,13 +7,14 @@ rule score:
         ref_tok=f"results/data/tok/test.{TGT}",
         ref=f"results/data/raw/test.{TGT}",
         hyps=rules.translate.output,
+        code=stage_code("score"),
     output:
         "results/scores/{model}.json",
     params:
         stage=stage_params("score"),
         files=PARAMS,
     conda:
-        "rnnsearch"
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/score/{model}.log",
     shell:
@@ -25,6 +26,7 @@ rule tables:
     input:
         scores=expand("results/scores/{model}.json", model=MODELS),
         stats=expand("results/models/{model}/train_stats.json", model=MODELS),
+        code=stage_code("tables"),
     output:
         report(
             multiext("results/tables/table1", ".csv", ".md"),
@@ -37,7 +39,7 @@ rule tables:
             category="Tables",
         ),
     conda:
-        "rnnsearch"
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/tables.log",
     shell:
@@ -52,6 +54,7 @@ rule figures:
         hyp=f"results/translations/{config['figures']['alignment_model']}/test.hyp.tok",
         nounk=f"results/translations/{config['figures']['alignment_model']}/nounk.json",
         src=f"results/data/tok/test.{SRC}",
+        code=stage_code("figures"),
     output:
         report(
             multiext("results/figures/bleu_by_length", ".png", ".pdf", ".csv"),
@@ -67,7 +70,7 @@ rule figures:
         stage=stage_params("figures"),
         files=PARAMS,
     conda:
-        "rnnsearch"
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/figures.log",
     shell:
@@ -85,6 +88,7 @@ rule report:
         src=f"results/data/raw/test.{SRC}",
         ref=f"results/data/raw/test.{TGT}",
         hyps=expand("results/translations/{model}/test.hyp", model=MODELS),
+        code=stage_code("report"),
     output:
         "results/report.md",
     params:
@@ -92,7 +96,7 @@ rule report:
         files=PARAMS,
         hyps=lambda w, input: " ".join(f"{m}={h}" for m, h in zip(MODELS, input.hyps)),
     conda:
-        "rnnsearch"
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/report.log",
     shell:

@@ -9,6 +9,7 @@ rule train:
         tgt_dev=f"results/data/tok/dev.{TGT}",
         src_vocab=f"results/data/vocab.{SRC}.tsv",
         tgt_vocab=f"results/data/vocab.{TGT}.tsv",
+        code=stage_code("train"),
     output:
         model="results/models/{model}/model.pt",
         stats="results/models/{model}/train_stats.json",
@@ -18,7 +19,7 @@ rule train:
         files=PARAMS,
     threads: config["train"]["threads"]
     conda:
-        "rnnsearch"
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/train/{model}.log",
     shell:

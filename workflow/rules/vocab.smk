@@ -5,6 +5,7 @@ rule vocab:
     input:
         src=f"results/data/tok/train.{SRC}",
         tgt=f"results/data/tok/train.{TGT}",
+        code=stage_code("vocab"),
     output:
         src=f"results/data/vocab.{SRC}.tsv",
         tgt=f"results/data/vocab.{TGT}.tsv",
@@ -13,7 +14,7 @@ rule vocab:
         stage=stage_params("vocab"),
         files=PARAMS,
     conda:
-        "rnnsearch"
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/vocab.log",
     shell:

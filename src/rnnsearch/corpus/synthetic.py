@@ -171,12 +171,12 @@ def _elides(word: str) -> bool:
 class Grammar:
     """Generates aligned (English tokens, French tokens) pairs. French elision is done at detokenization."""
 
-    def __init__(self, lex: Lexicon):
+    def __init__(self, lex: Lexicon, zipf: float = 1.0):
         self.lex = lex
-        self.noun_rank = _Zipf(len(lex.nouns))
-        self.adj_rank = _Zipf(len(lex.adjectives))
-        self.verb_rank = _Zipf(len(lex.verbs))
-        self.name_rank = _Zipf(len(lex.names), 1.1)
+        self.noun_rank = _Zipf(len(lex.nouns), zipf)
+        self.adj_rank = _Zipf(len(lex.adjectives), zipf)
+        self.verb_rank = _Zipf(len(lex.verbs), zipf)
+        self.name_rank = _Zipf(len(lex.names), zipf)
 
     # Noun phrases return (en, fr, number) where number is "sg" | "pl"
     def noun_phrase(self, rng: random.Random, depth: int = 0) -> tuple[list[str], list[str], str]:
@@ -316,14 +316,15 @@ def _train_length(rng: random.Random, max_len: int) -> int:
 
 
 def generate(seed: int, n_train: int, n_dev: int, n_test: int, n_nouns: int, n_adjectives: int,
-             n_verbs: int, n_names: int, max_len: int) -> dict[str, list[tuple[str, str]]]:
+             n_verbs: int, n_names: int, max_len: int, zipf: float = 1.0) -> dict[str, list[tuple[str, str]]]:
     """Return {"train", "dev", "test"} lists of raw (English, French) sentence pairs.
 
     train/dev lengths follow a news-like distribution; test lengths are uniform over 1..max_len so that
     every length bucket of Figure 2 holds enough sentences. Test and dev sources never occur in train.
+    Word ranks follow a Zipf law with exponent `zipf`: larger values concentrate the text on fewer words.
     """
     rng = random.Random(seed)
-    grammar = Grammar(Lexicon.generate(rng, n_nouns, n_adjectives, n_verbs, n_names))
+    grammar = Grammar(Lexicon.generate(rng, n_nouns, n_adjectives, n_verbs, n_names), zipf)
 
     def pairs(n: int, length, exclude: set[str], tolerance: int | None = None) -> list[tuple[str, str]]:
         """n new pairs; with `tolerance`, a pair is kept only if its length is that close to the drawn target."""

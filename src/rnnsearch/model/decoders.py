@@ -34,11 +34,10 @@ class ConditionalGRU(nn.Module):
 
     def forward(self, W_Ey: torch.Tensor, s_prev: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         """W_Ey (B, 3n) = self.W(E y_{i−1}) precomputed, s_prev (B, n), c (B, ctx) → s_i (B, n)."""
-        n = self.n
-        x = W_Ey + self.C(c)  # (B, 3n): candidate, update, reset pre-activations from y and c
-        zr = torch.sigmoid(x[:, n:] + self.U_zr(s_prev))  # (B, 2n)
-        z, r = zr[:, :n], zr[:, n:]
-        s_tilde = torch.tanh(x[:, :n] + self.U(r * s_prev))
+        # split/chunk rather than slicing: their backward concatenates instead of filling zeros per slice
+        x_h, x_zr = (W_Ey + self.C(c)).split([self.n, 2 * self.n], dim=1)  # (B, n), (B, 2n) from y and c
+        z, r = torch.sigmoid(x_zr + self.U_zr(s_prev)).chunk(2, dim=1)  # (B, n) each
+        s_tilde = torch.tanh(x_h + self.U(r * s_prev))
         return (1 - z) * s_prev + z * s_tilde
 
 

@@ -118,7 +118,7 @@ class Seq2Seq(nn.Module):
         """Teacher forcing. y_in (B, Ty) = [y_0=PAD, y_1, …, y_{Ty−1}] → logits (B, Ty, K) for y_1 … y_Ty."""
         memory = self.encode(x, lengths)
         Ey = self.E(y_in)  # (B, Ty, m)
-        W_Ey = self.gru.W(Ey)  # (B, Ty, 3n): all input projections in one GEMM
+        W_Ey = self.gru.W(Ey).unbind(1)  # Ty × (B, 3n): all input projections in one GEMM
         s = memory.s0
         states, contexts = [], []
         for i in range(y_in.size(1)):
@@ -126,7 +126,7 @@ class Seq2Seq(nn.Module):
             states.append(s)
             contexts.append(c)
             if i + 1 < y_in.size(1):  # the last state is never read
-                s = self.gru(W_Ey[:, i], s, c)
+                s = self.gru(W_Ey[i], s, c)
         S = torch.stack(states, 1)  # (B, Ty, n): s_{i−1} for each output position i
         C = torch.stack(contexts, 1) if self.attention is not None else memory.c.unsqueeze(1).expand(-1, y_in.size(1), -1)
         return self.output(S, self.output.V_o(Ey), C)  # (B, Ty, K): the readout for all steps at once
