@@ -48,6 +48,13 @@ def stage_code(stage):
     return rcfg.stage_code(stage)
 
 
+def train_cost(model):
+    """Relative cost of a training job, as its scheduling priority: the longest jobs start first."""
+    entry = config["models"][model]
+    updates = rcfg.train_config(config, model)["max_updates"]
+    return updates * entry["train_max_len"] * (2 if entry["arch"] == "rnnsearch" else 1) // 1000
+
+
 def train_file(model, lang):
     return f"results/data/train{config['models'][model]['train_max_len']}.{lang}"
 

@@ -18,6 +18,7 @@ rule train:
         stage=lambda w: stage_params("train", w.model),
         files=PARAMS,
     threads: config["train"]["threads"]
+    priority: lambda w: train_cost(w.model)
     conda:
         "../../envs/rnnsearch.yaml"
     log:
