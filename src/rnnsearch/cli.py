@@ -92,13 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> None:
-    stage = args.stage
-    config = cfg.load_params(args.params or ["params.yaml"]) if getattr(args, "params", "absent") != "absent" else None
-    model = getattr(args, "model", None)
+    stage, model = args.stage, getattr(args, "model", None)
+    config = cfg.load_params(args.params or ["params.yaml"]) if hasattr(args, "params") else None
     if config is not None and stage in cfg.STAGE_KEYS:
         if model is not None and model not in config["models"]:
             raise cfg.ConfigError(f"--model {model!r} is not a key of 'models' ({', '.join(config['models'])})")
-        p = cfg.stage_params(config, stage, model)
+        p = cfg.stage_params(config, stage, model)  # a stage sees only the keys it declares
 
     if stage == "corpus":
         from .corpus import synthetic

@@ -3,7 +3,8 @@
 The Snakefile is the one description of the pipeline. This module builds its DAG (all jobs, forced) through
 Snakemake's API and writes one DVC stage per job: the same shell command, the job's input files plus the
 stage's source modules as `deps`, the `params` the stage declares in `rnnsearch.config.STAGE_KEYS`, and the
-job's output files as `outs` (scores and statistics as `metrics`, curves and CSVs as `plots`, uncached).
+job's output files as `outs` (scores and statistics as `metrics`, curves and CSVs as `plots`; all cached,
+since results/ is not in git, so that `dvc exp show` and `dvc plots diff` can read them for every experiment).
 `rnnsearch dvc-yaml --check` (run by the tests) fails when the committed dvc.yaml is stale.
 """
 
@@ -64,9 +65,9 @@ def stage_of(job) -> dict:
     outs, metrics, plots = [], [], []
     for o in sorted(map(str, job.output)):
         if _is(o, METRICS):
-            metrics.append({o: {"cache": False}})
+            metrics.append(o)
         elif _is(o, PLOTS):
-            plots.append({o: {"cache": False}})
+            plots.append(o)
         else:
             outs.append(o)
     for key, values in (("outs", outs), ("metrics", metrics), ("plots", plots)):
