@@ -49,8 +49,7 @@ def run(tmp_path_factory):
     scores = [d / f"scores/{m}.json" for m in models]
     rnnsearch("tables", "--scores", *scores, "--train-stats", *[d / f"models/{m}/train_stats.json" for m in models],
               "--out-dir", d / "tables")
-    params_fig = PARAMS + []
-    rnnsearch("figures", *params_fig, "--scores", *scores, "--attention", d / "tr/rnnsearch-50/attention.npz",
+    rnnsearch("figures", *PARAMS, "--scores", *scores, "--attention", d / "tr/rnnsearch-50/attention.npz",
               "--src", d / "tok/test.en", "--hyp", d / "tr/rnnsearch-50/test.hyp.tok",
               "--nounk", d / "tr/rnnsearch-50/nounk.json", "--out-dir", d / "figures")
     rnnsearch("report", *PARAMS, "--table1", d / "tables/table1.md", "--table2", d / "tables/table2.md",

@@ -8,10 +8,8 @@ statistics of Table 2 (updates, epochs, hours, device, train NLL, dev NLL), and 
 from __future__ import annotations
 
 import logging
-import math
 import platform
 import random
-import sys
 import time
 from pathlib import Path
 

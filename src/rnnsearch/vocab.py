@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .textio import InputError, atomic_path, read_lines
+from .textio import InputError, atomic_path, read_lines, write_json_atomic
 
 PAD_TOKEN, EOS_TOKEN, UNK_TOKEN = "<pad>", "</s>", "[UNK]"
 SPECIALS = (PAD_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -88,8 +88,6 @@ def coverage(vocab: Vocab, counts: Counter) -> float:
 def run_vocab(src_train: str, tgt_train: str, src_out: str, tgt_out: str, size_src: int, size_tgt: int,
               stats_out: str | None = None) -> dict:
     """Stage 4: build both shortlists from the tokenized training text."""
-    from .textio import write_json_atomic
-
     stats = {}
     for text, out, size, side in ((src_train, src_out, size_src, "src"), (tgt_train, tgt_out, size_tgt, "tgt")):
         counts = count_words(read_lines(text))

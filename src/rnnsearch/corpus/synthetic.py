@@ -116,7 +116,7 @@ class Lexicon:
         en = _Forms(rng, _EN_ONSETS, _EN_VOWELS, _EN_CODAS, _EN_FUNCTION)
         fr = _Forms(rng, _FR_ONSETS, _FR_VOWELS, _FR_CODAS, _FR_FUNCTION)
         nouns = []
-        for i in range(n_nouns):
+        for _ in range(n_nouns):
             kind = rng.random()
             en_form = (en.new(), en.new()) if kind < 0.06 else (en.new(),)  # compound → one word
             fr_form = (fr.new(), "de", fr.new()) if 0.06 <= kind < 0.12 else (fr.new(),)  # one → "N de N"
