@@ -49,7 +49,11 @@ def make_batch(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], index
 
 
 class PaperBatches:
-    """Endless iterator over minibatches in the paper's order; its state (epoch, offset) can be saved."""
+    """Endless iterator over minibatches in the paper's order.
+
+    The order is a pure function of (seed, epoch, block start), so the position (epoch, block start, batch
+    within the block) is all a checkpoint needs to resume at exactly the next minibatch.
+    """
 
     def __init__(self, src: list[list[int]], tgt: list[list[int]], batch_size: int, sort_k: int, seed: int):
         if len(src) != len(tgt):
@@ -57,39 +61,44 @@ class PaperBatches:
         if not src:
             raise ValueError("the training corpus is empty")
         self.src, self.tgt, self.batch_size, self.sort_k, self.seed = src, tgt, batch_size, sort_k, seed
-        self.epoch, self.offset = 0, 0
-        self._order = self._shuffle(0)
+        self.epoch, self.offset, self.in_block = 0, 0, 0  # the next batch to yield
+        self._order_epoch, self._order = -1, []
 
-    def _shuffle(self, epoch: int) -> list[int]:
-        order = list(range(len(self.src)))
-        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        return order
-
-    def blocks(self) -> Iterator[list[list[int]]]:
-        """Yields lists of `sort_k` index lists (one block), advancing the position."""
-        block = self.batch_size * self.sort_k
-        while True:
-            start, epoch = self.offset, self.epoch
-            idx = self._order[start : start + block]
-            self.offset += block
-            if self.offset >= len(self._order):
-                self.epoch += 1
-                self.offset = 0
-                self._order = self._shuffle(self.epoch)
-            idx.sort(key=lambda i: (len(self.tgt[i]), len(self.src[i])))
-            batches = [idx[k : k + self.batch_size] for k in range(0, len(idx), self.batch_size)]
-            random.Random(f"{self.seed}/{epoch}/{start}").shuffle(batches)
-            yield batches
+    def _block(self) -> list[list[int]]:
+        """The minibatches of the block that starts at `offset` in epoch `epoch`."""
+        if self._order_epoch != self.epoch:  # data shuffled once per epoch, then traversed sequentially
+            self._order = list(range(len(self.src)))
+            random.Random(self.seed * 1_000_003 + self.epoch).shuffle(self._order)
+            self._order_epoch = self.epoch
+        idx = sorted(self._order[self.offset : self.offset + self.batch_size * self.sort_k],
+                     key=lambda i: (len(self.tgt[i]), len(self.src[i])))
+        batches = [idx[k : k + self.batch_size] for k in range(0, len(idx), self.batch_size)]
+        random.Random(f"{self.seed}/{self.epoch}/{self.offset}").shuffle(batches)
+        return batches
 
     def __iter__(self) -> Iterator[Batch]:
-        for batches in self.blocks():
-            for idx in batches:
+        while True:
+            batches = self._block()
+            while self.in_block < len(batches):
+                idx = batches[self.in_block]
+                self.in_block += 1
                 yield make_batch([self.src[i] for i in idx], [self.tgt[i] for i in idx], idx)
+            self.in_block = 0
+            self.offset += self.batch_size * self.sort_k
+            if self.offset >= len(self.src):
+                self.epoch, self.offset = self.epoch + 1, 0
+
+    def state(self) -> dict:
+        return {"epoch": self.epoch, "offset": self.offset, "in_block": self.in_block}
+
+    def restore(self, state: dict) -> None:
+        self.epoch, self.offset, self.in_block = state["epoch"], state["offset"], state["in_block"]
 
     @property
     def position(self) -> float:
         """Epochs done, as a fraction (for Table 2's 'Epochs')."""
-        return self.epoch + self.offset / len(self._order)
+        done = self.offset + min(self.in_block * self.batch_size, self.batch_size * self.sort_k)
+        return self.epoch + min(done, len(self.src)) / len(self.src)
 
 
 def sequential_batches(src: list[list[int]], tgt: list[list[int]], batch_size: int) -> Iterator[Batch]:

@@ -11,9 +11,11 @@ from .model import Seq2Seq, build_model
 from .textio import InputError, atomic_path
 
 
-def save_checkpoint(path: str | Path, model: Seq2Seq, optimizer, update: int, data_position: dict, config: dict) -> None:
+def save_checkpoint(path: str | Path, model: Seq2Seq, optimizer, update: int, data_position: dict, config: dict,
+                    **extra) -> None:
+    """Model, optimizer, update count, data position, config and anything in `extra` (tensors, plain data)."""
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "update": update,
-             "data_position": data_position, "config": config}
+             "data_position": data_position, "config": config, **extra}
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from . import config as cfg
-from .textio import InputError
+from .textio import EXIT_INTERRUPTED, InputError, Interrupted
 
 STAGES_HELP = {
     "corpus": "1. generate the embedded corpus (data.source: synthetic)",
@@ -179,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     log.info("rnnsearch %s: %s", args.stage, " ".join(sys.argv[1:] if argv is None else argv))
     try:
         run(args)
+    except Interrupted as e:
+        log.warning("%s; exit status %d", e, EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
     except InputError as e:
         log.error("%s", e)
         if getattr(args, "log", None):  # the console handler shows errors already; say where the log is

@@ -18,6 +18,13 @@ class InputError(Exception):
     """Bad input: the message names the file (and line) and what was expected. Shown without a traceback."""
 
 
+EXIT_INTERRUPTED = 75  # the CLI's exit status after Interrupted (EX_TEMPFAIL): rerun the same command to go on
+
+
+class Interrupted(Exception):
+    """A stage stopped on SIGTERM/SIGINT after saving what it needs to resume."""
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""

@@ -1,0 +1,131 @@
+"""Checkpoints that survive being killed: SIGTERM saves and exits 75, SIGKILL loses at most the updates since
+the last checkpoint, and a rerun ends with exactly the parameters of an uninterrupted run (CPU, fixed seed)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from rnnsearch import config as cfg
+from rnnsearch.checkpoint import save_checkpoint
+from rnnsearch.corpus import synthetic
+from rnnsearch.model import build_model
+from rnnsearch.text import run_tokenize
+from rnnsearch.textio import EXIT_INTERRUPTED, InputError, atomic_path
+from rnnsearch.train import make_optimizer, run_train
+from rnnsearch.vocab import run_vocab
+
+from .conftest import REPO
+
+UPDATES = 150
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("resume")
+    synthetic.write_corpus(synthetic.generate(3, 1200, 30, 10, 60, 20, 20, 20, 25), d / "raw")
+    for split in ("train", "dev"):
+        for lang in ("en", "fr"):
+            run_tokenize(d / f"raw/{split}.{lang}", d / f"{split}.{lang}", lang, False)
+    run_vocab(d / "train.en", d / "train.fr", d / "vocab.en.tsv", d / "vocab.fr.tsv", 150, 150)
+    params = cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])
+    params["train"].update(max_updates=UPDATES, checkpoint_every=10, log_every=10)
+    params["models"]["rnnsearch-50"]["max_updates"] = UPDATES
+    (d / "params.yaml").write_text(yaml.safe_dump(params))
+    return d
+
+
+def train_cmd(d: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "rnnsearch.cli", "train", "--params", str(d / "params.yaml"), "--model", "rnnsearch-50",
+            "--src-train", str(d / "train.en"), "--tgt-train", str(d / "train.fr"), "--src-dev", str(d / "dev.en"),
+            "--tgt-dev", str(d / "dev.fr"), "--src-vocab", str(d / "vocab.en.tsv"),
+            "--tgt-vocab", str(d / "vocab.fr.tsv"), "--out-dir", str(out), "--log", str(out / "train.log")]
+
+
+def weights(path: Path) -> dict:
+    return torch.load(path, weights_only=True)["model"]
+
+
+@pytest.fixture(scope="module")
+def reference(data: Path) -> Path:
+    out = data / "uninterrupted"
+    subprocess.run(train_cmd(data, out), check=True, capture_output=True)
+    assert not (out / "checkpoint.pt").exists()  # removed once model.pt is written
+    return out / "model.pt"
+
+
+def interrupt(data: Path, out: Path, sig: int) -> int:
+    """Start a training, wait for its first checkpoint, send `sig`, return the exit status."""
+    proc = subprocess.Popen(train_cmd(data, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (out / "checkpoint.pt").exists():
+        assert proc.poll() is None and time.time() < deadline, "training ended before its first checkpoint"
+        time.sleep(0.05)
+    os.kill(proc.pid, sig)
+    return proc.wait(timeout=120)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_interrupted_training_resumes_to_the_same_parameters(data: Path, reference: Path, sig):
+    out = data / f"killed-{sig}"
+    status = interrupt(data, out, sig)
+    if sig == signal.SIGTERM:
+        assert status == EXIT_INTERRUPTED
+        assert "checkpoint saved" in (out / "train.log").read_text()
+    else:
+        assert status == -signal.SIGKILL
+    stopped_at = torch.load(out / "checkpoint.pt", weights_only=True)["update"]
+    assert 10 <= stopped_at < UPDATES and not (out / "model.pt").exists()
+    subprocess.run(train_cmd(data, out), check=True, capture_output=True)
+    assert f"resuming from {out / 'checkpoint.pt'} at update {stopped_at}" in (out / "train.log").read_text()
+    final, ref = weights(out / "model.pt"), weights(reference)
+    assert torch.load(out / "model.pt", weights_only=True)["update"] == UPDATES
+    assert all(torch.equal(final[k], ref[k]) for k in ref), "resumed run differs from the uninterrupted one"
+
+
+def _train_in_process(data: Path, out: Path, **model_overrides):
+    params = yaml.safe_load((data / "params.yaml").read_text())
+    params["model"].update(model_overrides)
+    return run_train("rnnsearch-50", cfg.model_config(params, "rnnsearch-50"), cfg.train_config(params, "rnnsearch-50"),
+                     params["seed"], data / "train.en", data / "train.fr", data / "dev.en", data / "dev.fr",
+                     data / "vocab.en.tsv", data / "vocab.fr.tsv", out)
+
+
+def test_checkpoint_of_another_config_is_refused_with_the_difference(data: Path, tmp_path: Path):
+    params = yaml.safe_load((data / "params.yaml").read_text())
+    other = {**cfg.model_config(params, "rnnsearch-50"), "n": 8}
+    model = build_model(other, 153, 153)
+    config = {"name": "rnnsearch-50", "model": other, "train": params["train"], "seed": params["seed"],
+              "src_vocab": 153, "tgt_vocab": 153}
+    save_checkpoint(tmp_path / "checkpoint.pt", model, make_optimizer(model.parameters(), params["train"]), 3,
+                    {"epoch": 0, "offset": 0, "in_block": 3}, config)
+    with pytest.raises(InputError, match=r"checkpoint.pt: written for another configuration \(model.n: 8 in the "
+                                         r"checkpoint, 16 now\); delete it"):
+        _train_in_process(data, tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_corrupt_checkpoint_is_a_clear_error(data: Path, reference: Path, tmp_path: Path, damage: str):
+    good = reference.read_bytes()
+    (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint" if damage == "garbage" else good[: len(good) // 2])
+    proc = subprocess.run(train_cmd(data, tmp_path), capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert f"{tmp_path / 'checkpoint.pt'}: not a readable rnnsearch checkpoint" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_an_interrupted_save_leaves_no_file(tmp_path: Path):
+    target = tmp_path / "checkpoint.pt"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(b"half a checkpoint")
+            raise KeyboardInterrupt  # e.g. SIGINT in the middle of torch.save
+    assert list(tmp_path.iterdir()) == []
