@@ -134,3 +134,25 @@ def test_stage_errors_name_the_file(run: Path, tmp_path: Path, capsys):
                  "--hyp-dir", str(run / "tr/rnnsearch-50"), "--out", str(tmp_path / "x.json")])
     err = capsys.readouterr().err
     assert code == 2 and "test.hyp.tok has 80 lines" in err and "a.fr has 1" in err
+
+
+def test_translate_your_own_sentences(run: Path, tmp_path: Path, capsys, monkeypatch):
+    """`rnnsearch translate --checkpoint M`: stdin or a file in, one translation per line out, alignments on request."""
+    import io
+
+    sentences = read_lines(run / "raw/test.en")[:3]
+    (tmp_path / "in.en").write_text("\n".join(sentences) + "\n")
+    ckpt = run / "models/rnnsearch-50/model.pt"
+    assert main(["translate", "--checkpoint", str(ckpt), "--input", str(tmp_path / "in.en"), "--beam", "3",
+                 "--alignment", "--heatmap-dir", str(tmp_path / "maps")]) == 0
+    out = capsys.readouterr()
+    assert len(out.out.splitlines()) == 3
+    assert "[1]" in out.err and "</s>" in out.err and "0 = " in out.err  # the text grid and its legend
+    assert sorted(p.name for p in (tmp_path / "maps").iterdir()) == [f"alignment_{i}.png" for i in (1, 2, 3)]
+    # the pipeline's own beam search gives the same translations (same model, same beam)
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(sentences) + "\n"))
+    assert main(["translate", "--checkpoint", str(ckpt), "--beam", "3"]) == 0
+    assert capsys.readouterr().out.splitlines() == read_lines(run / "tr/rnnsearch-50/test.hyp")[:3]
+    assert main(["translate", "--checkpoint", str(run / "models/rnnencdec-30/model.pt"), "--input",
+                 str(tmp_path / "in.en"), "--alignment"]) == 2
+    assert "no alignment model" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import torch
 
 from .model import Seq2Seq, build_model
 from .textio import InputError, atomic_path
+from .vocab import Vocab
 
 
 def save_checkpoint(path: str | Path, model: Seq2Seq, optimizer, update: int, data_position: dict, config: dict,
@@ -28,6 +29,15 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict:
         return torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # torch raises several types for truncated or foreign files
         raise InputError(f"{path}: not a readable rnnsearch checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def load_vocabs(path: str | Path) -> tuple[Vocab, Vocab]:
+    """The source and target shortlists stored in a checkpoint (written since training stores them)."""
+    state = load_checkpoint(path)
+    if "vocab" not in state:
+        raise InputError(f"{path}: this checkpoint has no vocabularies; pass --src-vocab and --tgt-vocab")
+    return Vocab(state["vocab"]["src"], [0] * len(state["vocab"]["src"])), \
+        Vocab(state["vocab"]["tgt"], [0] * len(state["vocab"]["tgt"]))
 
 
 def load_model(path: str | Path, device="cpu") -> tuple[Seq2Seq, dict]:

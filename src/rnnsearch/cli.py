@@ -17,7 +17,8 @@ STAGES_HELP = {
     "filter": "3. keep the pairs of at most N words (the ≤30 / ≤50 training sets)",
     "vocab": "4. build the source and target shortlists",
     "train": "5. train one model of params.yaml's `models`",
-    "translate": "6. beam-search the test set (All, and No-UNK with [UNK] forbidden)",
+    "translate": "6. beam-search the test set (All, and No-UNK with [UNK] forbidden); without --out-dir: "
+                 "translate raw sentences from --input or stdin to stdout",
     "score": "7. BLEU (tokenized and sacreBLEU), All / No UNK / by sentence length",
     "tables": "8. Table 1 and Table 2",
     "figures": "8. Figure 2 and Figure 3",
@@ -59,8 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
     for a in ("--src-train", "--tgt-train", "--src-dev", "--tgt-dev", "--src-vocab", "--tgt-vocab", "--out-dir"):
         p.add_argument(a, required=True)
     p = stage("translate")
-    for a in ("--checkpoint", "--src", "--ref", "--src-vocab", "--tgt-vocab", "--out-dir"):
-        p.add_argument(a, required=True)
+    p.add_argument("--checkpoint", required=True)
+    for a in ("--src", "--ref", "--src-vocab", "--tgt-vocab", "--out-dir"):
+        p.add_argument(a, help="pipeline stage: the tokenized test set, vocabularies and output folder")
+    user = p.add_argument_group("translating your own sentences (no --out-dir)")
+    user.add_argument("--input", default="-", help="raw sentences, one per line (default: stdin)")
+    user.add_argument("--beam", type=int, default=12)
+    user.add_argument("--max-len-a", type=float, default=1.5)
+    user.add_argument("--max-len-b", type=int, default=10)
+    user.add_argument("--no-length-norm", action="store_true")
+    user.add_argument("--src-lang", default="en")
+    user.add_argument("--tgt-lang", default="fr")
+    user.add_argument("--alignment", action="store_true", help="draw each alignment as text on stderr")
+    user.add_argument("--heatmap-dir", help="write each alignment as a PNG heatmap here")
     p = stage("score")
     for a in ("--model", "--src", "--ref-tok", "--ref", "--hyp-dir", "--out"):
         p.add_argument(a, required=True)
@@ -93,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> None:
     stage, model = args.stage, getattr(args, "model", None)
-    config = cfg.load_params(args.params or ["params.yaml"]) if hasattr(args, "params") else None
+    user_translate = stage == "translate" and not args.out_dir
+    config = cfg.load_params(args.params or ["params.yaml"]) if hasattr(args, "params") and not user_translate else None
     if config is not None and stage in cfg.STAGE_KEYS:
         if model is not None and model not in config["models"]:
             raise cfg.ConfigError(f"--model {model!r} is not a key of 'models' ({', '.join(config['models'])})")
@@ -123,9 +136,14 @@ def run(args: argparse.Namespace) -> None:
 
         run_train(model, cfg.model_config(config, model), cfg.train_config(config, model), p["seed"], args.src_train,
                   args.tgt_train, args.src_dev, args.tgt_dev, args.src_vocab, args.tgt_vocab, args.out_dir)
+    elif user_translate:
+        translate_user(args)
     elif stage == "translate":
         from .translate import run_translate
 
+        missing = [a for a in ("src", "ref", "src_vocab", "tgt_vocab") if not getattr(args, a)]
+        if missing:
+            raise InputError("the translate stage needs " + ", ".join("--" + a.replace("_", "-") for a in missing))
         run_translate(args.checkpoint, args.src, args.ref, args.src_vocab, args.tgt_vocab, args.out_dir,
                       p["decode"], p["data.tgt"])
     elif stage == "score":
@@ -157,11 +175,35 @@ def run(args: argparse.Namespace) -> None:
         run_dvc_yaml(args.output, args.check)
 
 
-def _setup_logging(log_file: str | None) -> None:
+def translate_user(args: argparse.Namespace) -> None:
+    """`rnnsearch translate --checkpoint M [--input F]`: translations on stdout, one per line, in order."""
+    from .translate import alignment_text, translate_text
+
+    if args.input == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        from .textio import read_lines
+
+        lines = read_lines(args.input)
+    results = translate_text(args.checkpoint, lines, args.beam, args.max_len_a, args.max_len_b,
+                             not args.no_length_norm, args.src_lang, args.tgt_lang, args.src_vocab, args.tgt_vocab)
+    for i, (text, src, out, alpha) in enumerate(results, 1):
+        print(text, flush=True)
+        if alpha is None and (args.alignment or args.heatmap_dir):
+            raise InputError(f"{args.checkpoint}: this model has no alignment model (RNNencdec): no alignments")
+        if args.alignment:
+            print(f"[{i}]\n{alignment_text(alpha, src, out)}", file=sys.stderr)
+        if args.heatmap_dir:
+            from .plots import alignment_figure
+
+            alignment_figure(alpha.numpy(), src, out, f"sentence {i}", Path(args.heatmap_dir) / f"alignment_{i}.png")
+
+
+def _setup_logging(log_file: str | None, quiet: bool = False) -> None:
     fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(fmt)
-    console.setLevel(logging.WARNING if log_file else logging.INFO)
+    console.setLevel(logging.WARNING if log_file or quiet else logging.INFO)
     handlers: list[logging.Handler] = [console]
     if log_file:
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
@@ -174,7 +216,7 @@ def _setup_logging(log_file: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(getattr(args, "log", None))
+    _setup_logging(getattr(args, "log", None), quiet=args.stage == "translate" and not args.out_dir)
     log = logging.getLogger("rnnsearch")
     log.info("rnnsearch %s: %s", args.stage, " ".join(sys.argv[1:] if argv is None else argv))
     try:

@@ -144,7 +144,8 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
     def save(path: Path) -> None:
         progress["seconds"] = seconds_before + time.perf_counter() - start
         save_checkpoint(path, model, optimizer, progress["update"], batches.state(), config,
-                        progress=progress, rng=torch.get_rng_state())
+                        progress=progress, rng=torch.get_rng_state(),
+                        vocab={"src": src_vocab.words, "tgt": tgt_vocab.words})  # self-contained for translation
 
     max_updates, log_every, every = train_cfg["max_updates"], train_cfg["log_every"], train_cfg["checkpoint_every"]
     live = _live(out / "dvclive")

@@ -68,3 +68,35 @@ def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_voc
     log.info("%s: %d sentences in %.1f s (%.1f sent/s, beam %d); No-UNK subset: %d sentences",
              config["name"], len(src_ids), seconds_all, stats["sentences_per_s"], opts["beam"], len(ids))
     return stats
+
+
+SHADES = " .:-=+*#%@"  # α from 0 to 1, for alignments drawn as text
+
+
+def alignment_text(alpha, src: list[str], hyp: list[str]) -> str:
+    """α as a character grid: one row per generated word, one column per source word (0 ' ' … 1 '@')."""
+    width = max(map(len, hyp))
+    lines = [" " * (width + 1) + " ".join(f"{j:>2}" for j in range(len(src)))]
+    for word, row in zip(hyp, alpha.tolist()):
+        cells = " ".join(" " + SHADES[min(int(a * len(SHADES)), len(SHADES) - 1)] for a in row)
+        lines.append(f"{word:>{width}} {cells}")
+    lines += [f"{' ' * width} {j:>2} = {w}" for j, w in enumerate(src)]
+    return "\n".join(lines)
+
+
+def translate_text(checkpoint: str, lines: list[str], beam: int, max_len_a: float, max_len_b: int,
+                   length_norm: bool, src_lang: str, tgt_lang: str, src_vocab: str | None = None,
+                   tgt_vocab: str | None = None, batch_size: int = 32):
+    """Raw sentences in, (detokenized translation, source tokens, output tokens, α or None) out, in order."""
+    from .checkpoint import load_vocabs
+    from .text import tokenize_lines
+
+    model, _ = load_model(checkpoint)
+    sv, tv = (Vocab.load(src_vocab), Vocab.load(tgt_vocab)) if src_vocab and tgt_vocab else load_vocabs(checkpoint)
+    src_tok = tokenize_lines(lines, src_lang)
+    hyps = translate_ids(model, [sv.encode(s.split()) for s in src_tok], beam=beam, batch_size=batch_size,
+                         max_len_a=max_len_a, max_len_b=max_len_b, length_norm=length_norm)
+    outputs = [tv.decode(h.tokens) for h in hyps]
+    detok = detokenize_lines([" ".join(o) for o in outputs], tgt_lang)
+    for text, src, out, h in zip(detok, src_tok, outputs, hyps):
+        yield text, src.split() + ["</s>"], out + ["</s>"], h.alpha
