@@ -57,3 +57,20 @@ def test_no_unk_subset_needs_every_word_in_both_shortlists():
     src_vocab = build_vocab(Counter("a b c".split()), 2)  # shortlist: a, b
     tgt_vocab = build_vocab(Counter("x y".split()), 2)
     assert no_unk_ids(["a b", "a c", "b"], ["x", "x y", "z"], src_vocab, tgt_vocab) == [0]
+
+
+def test_bucket_bleu_from_summed_statistics_and_bootstrap_interval():
+    import numpy as np
+
+    from rnnsearch.score import bleu_from_stats, bootstrap_interval, sentence_stats
+
+    stats = sentence_stats(HYPS, REFS)
+    assert stats.shape == (4, 10)
+    assert bleu_from_stats(stats.sum(axis=0)) == pytest.approx(multi_bleu(HYPS, REFS), abs=1e-6)
+    many = np.concatenate([stats] * 25)  # 100 sentences
+    lo, hi = bootstrap_interval(many, 200, seed=1)
+    point = bleu_from_stats(many.sum(axis=0))
+    assert lo <= point <= hi and hi - lo > 0.5
+    assert bootstrap_interval(many, 200, seed=1) == (lo, hi)  # seeded: reproducible
+    rows = bleu_by_length(["a"] * 100, [h for h in HYPS] * 25, REFS * 25, [10], bootstrap=200, seed=1)
+    assert rows[0]["ci_low"] <= rows[0]["bleu"] <= rows[0]["ci_high"] and rows[1]["ci_low"] is None

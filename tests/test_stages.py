@@ -47,8 +47,9 @@ def run(tmp_path_factory):
         rnnsearch("score", *PARAMS, "--model", m, "--src", d / "tok/test.en", "--ref-tok", d / "tok/test.fr",
                   "--ref", d / "raw/test.fr", "--hyp-dir", d / f"tr/{m}", "--out", d / f"scores/{m}.json")
     scores = [d / f"scores/{m}.json" for m in models]
-    rnnsearch("tables", "--scores", *scores, "--train-stats", *[d / f"models/{m}/train_stats.json" for m in models],
-              "--out-dir", d / "tables")
+    rnnsearch("tables", *PARAMS, "--scores", *scores, "--train-stats",
+              *[d / f"models/{m}/train_stats.json" for m in models], "--hyps", *[d / f"tr/{m}/test.hyp.tok" for m in models],
+              "--ref-tok", d / "tok/test.fr", "--out-dir", d / "tables")
     rnnsearch("figures", *PARAMS, "--scores", *scores, "--attention", d / "tr/rnnsearch-50/attention.npz",
               "--src", d / "tok/test.en", "--hyp", d / "tr/rnnsearch-50/test.hyp.tok",
               "--nounk", d / "tr/rnnsearch-50/nounk.json", "--out-dir", d / "figures")
@@ -110,8 +111,11 @@ def test_score_tables_figures_report(run: Path):
     s = json.loads((run / "scores/rnnsearch-50.json").read_text())
     assert s["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert sum(b["sentences"] for b in s["by_length"]) == 80
+    assert all(b["ci_low"] <= b["bleu"] <= b["ci_high"] for b in s["by_length"] if b["sentences"] > 1)
     t1 = pd.read_csv(run / "tables/table1.csv")
     assert list(t1["Model"]) == ["rnnencdec-30", "rnnsearch-50"]
+    p = t1["p vs rnnencdec-30"]
+    assert pd.isna(p[0]) and 0 < p[1] <= 1  # paired bootstrap against the first model
     assert "sacreBLEU" in (run / "tables/table1.md").read_text()
     t2 = pd.read_csv(run / "tables/table2.csv")
     assert list(t2["Updates"]) == [12, 12]

@@ -76,9 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = stage("score")
     for a in ("--model", "--src", "--ref-tok", "--ref", "--hyp-dir", "--out"):
         p.add_argument(a, required=True)
-    p = stage("tables", params=False)
+    p = stage("tables")
     p.add_argument("--scores", nargs="+", required=True)
     p.add_argument("--train-stats", nargs="+", required=True)
+    p.add_argument("--hyps", nargs="+", required=True, help="tokenized translations, in the order of --scores")
+    p.add_argument("--ref-tok", required=True)
     p.add_argument("--out-dir", required=True)
     p = stage("figures")
     p.add_argument("--scores", nargs="+", required=True)
@@ -149,11 +151,13 @@ def run(args: argparse.Namespace) -> None:
     elif stage == "score":
         from .score import run_score
 
-        run_score(model, args.src, args.ref_tok, args.ref, args.hyp_dir, p["score"]["length_buckets"], args.out)
+        run_score(model, args.src, args.ref_tok, args.ref, args.hyp_dir, p["score"]["length_buckets"], args.out,
+                  p["score"]["bootstrap_samples"], p["seed"])
     elif stage == "tables":
         from .tables import run_tables
 
-        run_tables(args.scores, args.train_stats, args.out_dir)
+        run_tables(args.scores, args.train_stats, args.hyps, args.ref_tok, p["score"]["bootstrap_samples"],
+                   args.out_dir)
     elif stage == "figures":
         from .plots import run_figures
 

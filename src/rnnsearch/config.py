@@ -29,8 +29,8 @@ STAGE_KEYS: dict[str, list[str]] = {
     "vocab": ["vocab"],
     "train": ["seed", "model", "train", "models.{model}"],
     "translate": ["decode", "data.tgt"],
-    "score": ["score"],
-    "tables": [],
+    "score": ["seed", "score"],
+    "tables": ["score"],
     "figures": ["seed", "figures"],
     "report": ["seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "figures"],
 }

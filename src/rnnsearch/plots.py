@@ -27,7 +27,7 @@ def bleu_by_length_table(scores: list[dict]) -> pd.DataFrame:
     for s in scores:
         for b in s["by_length"]:
             rows.append({"model": s["model"], "bucket": b["bucket"], "lo": b["lo"], "hi": b["hi"],
-                         "sentences": b["sentences"], "bleu": b["bleu"]})
+                         "sentences": b["sentences"], "bleu": b["bleu"], "ci_low": b["ci_low"], "ci_high": b["ci_high"]})
     return pd.DataFrame(rows)
 
 
@@ -37,12 +37,15 @@ def _center(lo, hi) -> float:
 
 
 def figure2(df: pd.DataFrame, archs: dict[str, str], out_stem: Path) -> None:
-    """One curve per model; RNNsearch solid, RNNencdec dashed (as in the paper)."""
+    """One curve per model; RNNsearch solid, RNNencdec dashed (as in the paper); shaded: bootstrap 95% intervals."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for model, g in df.groupby("model", sort=False):
         g = g.dropna(subset=["bleu"])
         x = [_center(lo, hi) for lo, hi in zip(g["lo"], g["hi"])]
-        ax.plot(x, g["bleu"], _STYLE.get(archs.get(model, ""), "-"), marker="o", label=model)
+        (line,) = ax.plot(x, g["bleu"], _STYLE.get(archs.get(model, ""), "-"), marker="o", label=model)
+        if g["ci_low"].notna().all():
+            ax.fill_between(x, g["ci_low"].astype(float), g["ci_high"].astype(float), color=line.get_color(),
+                            alpha=0.15, linewidth=0)
     labels = df.drop_duplicates("bucket")
     ax.set_xticks([_center(lo, hi) for lo, hi in zip(labels["lo"], labels["hi"])])
     ax.set_xticklabels(labels["bucket"], rotation=0)
@@ -52,6 +55,9 @@ def figure2(df: pd.DataFrame, archs: dict[str, str], out_stem: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title("BLEU on the test set by sentence length (Figure 2)")
+    if df["ci_low"].notna().any():
+        ax.text(0.99, 0.01, "shaded: bootstrap 95% intervals", transform=ax.transAxes, ha="right", va="bottom",
+                fontsize=7, color="0.4")
     for suffix in (".png", ".pdf"):
         _save(fig, out_stem.with_suffix(suffix))
     plt.close(fig)

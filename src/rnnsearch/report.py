@@ -15,6 +15,14 @@ def _rel(path: str, start: Path) -> str:
     return os.path.relpath(path, start)
 
 
+def _bleu_cell(bucket: dict) -> str:
+    if bucket["bleu"] is None:
+        return "–"
+    if bucket.get("ci_low") is None:
+        return f"{bucket['bleu']:.2f}"
+    return f"{bucket['bleu']:.2f} [{bucket['ci_low']:.1f}, {bucket['ci_high']:.1f}]"
+
+
 def long_sentence_examples(src: list[str], min_len: int, k: int) -> list[int]:
     """The first k test sentences with at least min_len source words (deterministic, like Table 3)."""
     return [i for i, s in enumerate(src) if len(s.split()) >= min_len][:k]
@@ -34,10 +42,11 @@ def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, align
              "## Table 1: BLEU on the test set", "", Path(table1_md).read_text(encoding="utf-8"),
              "## Table 2: learning statistics", "", Path(table2_md).read_text(encoding="utf-8"),
              "## Figure 2: BLEU by sentence length", "", f"![Figure 2]({_rel(figure2, base)})", ""]
+    lines += ["Tokenized BLEU per source-length bucket [bootstrap 95% interval].", ""]
     header = "| bucket | " + " | ".join(s["model"] for s in scores) + " |"
     lines += [header, "|" + "---|" * (len(scores) + 1)]
     for j, b in enumerate(scores[0]["by_length"]):
-        cells = [f"{s['by_length'][j]['bleu']:.2f}" if s["by_length"][j]["bleu"] is not None else "–" for s in scores]
+        cells = [_bleu_cell(s["by_length"][j]) for s in scores]
         lines.append(f"| {b['bucket']} ({b['sentences']} sent.) | " + " | ".join(cells) + " |")
     lines += ["", "## Figure 3: alignments of " + params["figures"]["alignment_model"], ""]
     lines += [f"![{Path(a).stem}]({_rel(a, base)})" for a in alignments]

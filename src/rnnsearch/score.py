@@ -11,6 +11,7 @@ BLEU from the n-gram statistics summed over the bucket's sentences.
 
 from __future__ import annotations
 
+import numpy as np
 from sacrebleu.metrics import BLEU
 
 from .textio import InputError, read_json, read_lines, write_json_atomic
@@ -25,6 +26,26 @@ def no_unk_ids(src_tok: list[str], ref_tok: list[str], src_vocab: Vocab, tgt_voc
 
 def tokenized_bleu(hyps: list[str], refs: list[str]):
     return BLEU(tokenize="none", force=True).corpus_score(hyps, [refs])
+
+
+def sentence_stats(hyps: list[str], refs: list[str]) -> np.ndarray:
+    """Per-sentence BLEU sufficient statistics (N, 10): hypothesis and reference length, then matching and
+    total n-grams for n = 1..4, as sacreBLEU's own significance tests use them."""
+    return np.asarray(BLEU(tokenize="none", force=True)._extract_corpus_statistics(hyps, [refs]), dtype=np.int64)
+
+
+def bleu_from_stats(total: np.ndarray) -> float:
+    """Corpus BLEU from summed sentence statistics (the same number as tokenized_bleu on those sentences)."""
+    return BLEU(tokenize="none", force=True)._compute_score_from_stats([int(v) for v in total]).score
+
+
+def bootstrap_interval(stats: np.ndarray, samples: int, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of corpus BLEU over `samples` resamplings of the sentences (with replacement)."""
+    rng = np.random.default_rng(seed)
+    sums = stats[rng.integers(0, len(stats), size=(samples, len(stats)))].sum(axis=1)  # (samples, 10)
+    scores = np.array([bleu_from_stats(s) for s in sums])
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(scores, tail)), float(np.percentile(scores, 100 - tail))
 
 
 def sacre_bleu(hyps: list[str], refs: list[str]) -> tuple[float, str]:
@@ -47,17 +68,22 @@ def buckets(edges: list[int]) -> list[tuple[int, int | None]]:
     return out
 
 
-def bleu_by_length(src_tok: list[str], hyps: list[str], refs: list[str], edges: list[int]) -> list[dict]:
-    """Tokenized BLEU per source-length bucket (source words, punctuation included, as the paper counts)."""
+def bleu_by_length(src_tok: list[str], hyps: list[str], refs: list[str], edges: list[int],
+                   bootstrap: int = 0, seed: int = 0) -> list[dict]:
+    """Tokenized BLEU per source-length bucket (source words, punctuation included, as the paper counts),
+    from the n-gram statistics summed over the bucket, with a bootstrap 95% interval when `bootstrap` > 0."""
+    stats = sentence_stats(hyps, refs)
     rows = []
-    for lo, hi in buckets(edges):
+    for k, (lo, hi) in enumerate(buckets(edges)):
         ids = [i for i, s in enumerate(src_tok) if lo <= len(s.split()) and (hi is None or len(s.split()) <= hi)]
-        row = {"bucket": bucket_label(lo, hi), "lo": lo, "hi": hi, "sentences": len(ids)}
+        row = {"bucket": bucket_label(lo, hi), "lo": lo, "hi": hi, "sentences": len(ids), "bleu": None,
+               "ci_low": None, "ci_high": None}
         if ids:
-            sc = tokenized_bleu([hyps[i] for i in ids], [refs[i] for i in ids])
-            row.update(bleu=sc.score, counts=sc.counts, totals=sc.totals, sys_len=sc.sys_len, ref_len=sc.ref_len)
-        else:
-            row.update(bleu=None)
+            total = stats[ids].sum(axis=0)
+            row.update(bleu=bleu_from_stats(total), sys_len=int(total[0]), ref_len=int(total[1]),
+                       counts=total[2:6].tolist(), totals=total[6:10].tolist())
+            if bootstrap:
+                row["ci_low"], row["ci_high"] = bootstrap_interval(stats[ids], bootstrap, seed + k)
         rows.append(row)
     return rows
 
@@ -70,7 +96,7 @@ def _check_aligned(hyp_path, hyps, ref_path, refs) -> None:
 
 
 def run_score(model: str, src_tok_path: str, ref_tok_path: str, ref_raw_path: str, hyp_dir: str,
-              edges: list[int], out: str) -> dict:
+              edges: list[int], out: str, bootstrap: int = 0, seed: int = 0) -> dict:
     """Score one model's translations of the test set; writes a metrics JSON."""
     src_tok, ref_tok, ref_raw = read_lines(src_tok_path), read_lines(ref_tok_path), read_lines(ref_raw_path)
     hyp_tok, hyp = read_lines(f"{hyp_dir}/test.hyp.tok"), read_lines(f"{hyp_dir}/test.hyp")
@@ -96,7 +122,8 @@ def run_score(model: str, src_tok_path: str, ref_tok_path: str, ref_raw_path: st
         "sacrebleu_signature": signature,
         "tokenized_bleu_definition": "corpus BLEU-4 on Moses-tokenized text, no lowercasing (multi-bleu.perl); "
                                      "sacrebleu tokenize=none",
-        "by_length": bleu_by_length(src_tok, hyp_tok, ref_tok, edges),
+        "bootstrap_samples": bootstrap,
+        "by_length": bleu_by_length(src_tok, hyp_tok, ref_tok, edges, bootstrap, seed),
     }
     write_json_atomic(out, result)
     return result

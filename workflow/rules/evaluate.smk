@@ -26,6 +26,8 @@ rule tables:
     input:
         scores=expand("results/scores/{model}.json", model=MODELS),
         stats=expand("results/models/{model}/train_stats.json", model=MODELS),
+        hyps=expand("results/translations/{model}/test.hyp.tok", model=MODELS),
+        ref_tok=f"results/data/tok/test.{TGT}",
         code=stage_code("tables"),
     output:
         report(
@@ -38,13 +40,16 @@ rule tables:
             caption="../report/table2.rst",
             category="Tables",
         ),
+    params:
+        stage=stage_params("tables"),
+        files=PARAMS,
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/tables.log",
     shell:
-        "rnnsearch tables --scores {input.scores} --train-stats {input.stats}"
-        " --out-dir results/tables --log {log}"
+        "rnnsearch tables {params.files} --scores {input.scores} --train-stats {input.stats} --hyps {input.hyps}"
+        " --ref-tok {input.ref_tok} --out-dir results/tables --log {log}"
 
 
 rule figures:
