@@ -16,6 +16,7 @@ include: "workflow/rules/vocab.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/bench.smk"
 
 
 rule all:

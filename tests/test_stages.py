@@ -160,3 +160,12 @@ def test_translate_your_own_sentences(run: Path, tmp_path: Path, capsys, monkeyp
     assert main(["translate", "--checkpoint", str(run / "models/rnnencdec-30/model.pt"), "--input",
                  str(tmp_path / "in.en"), "--alignment"]) == 2
     assert "no alignment model" in capsys.readouterr().err
+
+
+def test_bench_decode_reports_what_it_measured(run: Path, tmp_path: Path):
+    rnnsearch("bench-decode", *PARAMS, "--checkpoint", run / "models/rnnsearch-50/model.pt", "--src",
+              run / "tok/test.en", "--src-vocab", run / "vocab.en.tsv", "--beams", "1", "3", "--out", tmp_path / "b.json")
+    result = json.loads((tmp_path / "b.json").read_text())
+    assert [r["beam"] for r in result["runs"]] == [1, 3]
+    assert all(r["sentences"] == 80 and r["sentences_per_s"] > 0 for r in result["runs"])
+    assert result["machine"]["threads"] == 1 and result["machine"]["torch"] == __import__("torch").__version__

@@ -23,6 +23,7 @@ STAGES_HELP = {
     "tables": "8. Table 1 and Table 2",
     "figures": "8. Figure 2 and Figure 3",
     "report": "9. the results page",
+    "bench-decode": "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
 }
 
 
@@ -97,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hyps", nargs="+", required=True, metavar="MODEL=FILE")
     p.add_argument("--out", required=True)
 
+    p = stage("bench-decode")
+    for a in ("--checkpoint", "--src", "--src-vocab", "--out"):
+        p.add_argument(a, required=True)
+    p.add_argument("--beams", type=int, nargs="+", default=[1, 12])
+
     p = sub.add_parser("check-params", help="validate params.yaml (and overlays) and print the merged result")
     _params_arg(p)
     p = sub.add_parser("dvc-yaml", help="write dvc.yaml from the Snakemake workflow (keeps the two in step)")
@@ -169,6 +175,12 @@ def run(args: argparse.Namespace) -> None:
         hyps = dict(h.split("=", 1) for h in args.hyps)
         run_report(config, args.table1, args.table2, args.figure2, args.alignments, args.scores, args.src, args.ref,
                    hyps, args.out)
+    elif stage == "bench-decode":
+        from .bench import run_bench_decode
+
+        d = p["decode"]
+        run_bench_decode(args.checkpoint, args.src, args.src_vocab, args.beams, d["batch_size"], d["max_len_a"],
+                         d["max_len_b"], d["threads"], args.out)
     elif stage == "check-params":
         import yaml
 

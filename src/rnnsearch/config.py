@@ -33,6 +33,7 @@ STAGE_KEYS: dict[str, list[str]] = {
     "tables": ["score"],
     "figures": ["seed", "figures"],
     "report": ["seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "figures"],
+    "bench-decode": ["decode"],
 }
 
 # The source each stage runs, relative to src/rnnsearch: the rules list it as input, so editing it reruns the stage
@@ -48,6 +49,7 @@ STAGE_MODULES = {
     "tables": ["tables.py"],
     "figures": ["plots.py"],
     "report": ["report.py"],
+    "bench-decode": ["bench.py", "search.py", "model"],
 }
 
 
