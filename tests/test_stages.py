@@ -119,7 +119,8 @@ def test_score_tables_figures_report(run: Path):
     assert "sacreBLEU" in (run / "tables/table1.md").read_text()
     t2 = pd.read_csv(run / "tables/table2.csv")
     assert list(t2["Updates"]) == [12, 12]
-    for f in ("bleu_by_length.png", "bleu_by_length.pdf", "bleu_by_length.csv", "alignment_a.png", "alignment_b.png"):
+    for f in ("bleu_by_length.png", "bleu_by_length.pdf", "bleu_by_length.csv", "alignment_a.png", "alignment_b.png",
+              "alignment_long.png"):
         assert (run / "figures" / f).stat().st_size > 1000 or f.endswith(".csv")
     report = (run / "report.md").read_text()
     assert "Table 1" in report and "alignment_a.png" in report and "rnnsearch-50" in report

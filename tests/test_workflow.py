@@ -73,7 +73,8 @@ def test_snakemake_runs_everything_then_nothing(workspace: Path):
     sh([str(BIN / "snakemake"), "--cores", "2"], workspace)
     for f in ["results/tables/table1.csv", "results/tables/table1.md", "results/tables/table2.csv",
               "results/tables/table2.md", "results/figures/bleu_by_length.png", "results/figures/bleu_by_length.pdf",
-              "results/figures/alignment_a.png", "results/figures/alignment_b.png", "results/report.md",
+              "results/figures/alignment_a.png", "results/figures/alignment_b.png", "results/figures/alignment_long.png",
+              "results/report.md",
               *[f"results/scores/{m}.json" for m in ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")]]:
         assert (workspace / f).stat().st_size > 0, f
     assert (workspace / "results/logs/train/rnnsearch-50.log").read_text().count("update") >= 3

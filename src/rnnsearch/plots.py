@@ -103,8 +103,10 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
     chosen = pick_alignment_sentences(src_tok, read_json(nounk_path)["ids"], set(alphas),
                                       fig_cfg["alignment_min_len"], fig_cfg["alignment_max_len"],
                                       fig_cfg["alignment_samples"], seed)
+    long = pick_alignment_sentences(src_tok, read_json(nounk_path)["ids"], set(alphas), fig_cfg["long_min_len"],
+                                    10**6, 1, seed)
     written = []
-    for letter, i in zip("abcdefghijklmnopqrstuvwxyz", chosen):
+    for letter, i in [*zip("abcdefghijklmnopqrstuvwxyz", chosen), ("long", long[0])]:
         src = src_tok[i].split() + ["</s>"]
         hyp = hyp_tok[i].split() + ["</s>"]
         alpha = alphas[i]
@@ -112,6 +114,7 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
             raise InputError(f"{attention}: matrix {i} has shape {alpha.shape}, expected {(len(hyp), len(src))} "
                              f"from {hyp_tok_path} and {src_tok_path}")
         path = out / f"alignment_{letter}.png"
-        alignment_figure(alpha, src, hyp, f"({letter}) test sentence {i + 1}", path)
+        title = f"({letter}) test sentence {i + 1}" if letter != "long" else f"a long test sentence ({i + 1})"
+        alignment_figure(alpha, src, hyp, title, path)
         written.append(str(path))
     return written

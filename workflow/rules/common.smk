@@ -28,7 +28,7 @@ SRC, TGT = config["data"]["src"], config["data"]["tgt"]
 MODELS = list(config["models"])
 ATTENTION_MODELS = [m for m in MODELS if config["models"][m]["arch"] == "rnnsearch"]
 TRAIN_LENS = rcfg.train_lengths(config)
-ALIGN_LETTERS = list("abcdefghijklmnopqrstuvwxyz"[: config["figures"]["alignment_samples"]])
+ALIGN_LETTERS = list("abcdefghijklmnopqrstuvwxyz"[: config["figures"]["alignment_samples"]]) + ["long"]
 
 
 wildcard_constraints:
