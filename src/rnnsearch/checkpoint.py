@@ -31,9 +31,8 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict:
         raise InputError(f"{path}: not a readable rnnsearch checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def load_vocabs(path: str | Path) -> tuple[Vocab, Vocab]:
-    """The source and target shortlists stored in a checkpoint (written since training stores them)."""
-    state = load_checkpoint(path)
+def vocabs_of(state: dict, path: str | Path) -> tuple[Vocab, Vocab]:
+    """The source and target shortlists stored in a loaded checkpoint (written since training stores them)."""
     if "vocab" not in state:
         raise InputError(f"{path}: this checkpoint has no vocabularies; pass --src-vocab and --tgt-vocab")
     return Vocab(state["vocab"]["src"], [0] * len(state["vocab"]["src"])), \
@@ -42,7 +41,11 @@ def load_vocabs(path: str | Path) -> tuple[Vocab, Vocab]:
 
 def load_model(path: str | Path, device="cpu") -> tuple[Seq2Seq, dict]:
     """The trained model (in eval mode) and the config it was trained with."""
-    state = load_checkpoint(path, device)
+    return model_of(load_checkpoint(path, device), path, device)
+
+
+def model_of(state: dict, path: str | Path, device="cpu") -> tuple[Seq2Seq, dict]:
+    """The model of a loaded checkpoint (`path` only names it in errors)."""
     config = state["config"]
     model = build_model(config["model"], config["src_vocab"], config["tgt_vocab"])
     try:

@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> None:
     stage, model = args.stage, getattr(args, "model", None)
-    user_translate = stage == "translate" and not args.out_dir
+    user_translate = _user_translate(args)
     config = cfg.load_params(args.params or ["params.yaml"]) if hasattr(args, "params") and not user_translate else None
     if config is not None and stage in cfg.STAGE_KEYS:
         if model is not None and model not in config["models"]:
@@ -191,6 +191,11 @@ def run(args: argparse.Namespace) -> None:
         run_dvc_yaml(args.output, args.check)
 
 
+def _user_translate(args: argparse.Namespace) -> bool:
+    """`translate` without --out-dir translates a user's sentences instead of running the pipeline stage."""
+    return args.stage == "translate" and not args.out_dir
+
+
 def translate_user(args: argparse.Namespace) -> None:
     """`rnnsearch translate --checkpoint M [--input F]`: translations on stdout, one per line, in order."""
     from .translate import alignment_text, translate_text
@@ -232,7 +237,7 @@ def _setup_logging(log_file: str | None, quiet: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(getattr(args, "log", None), quiet=args.stage == "translate" and not args.out_dir)
+    _setup_logging(getattr(args, "log", None), quiet=_user_translate(args))
     log = logging.getLogger("rnnsearch")
     log.info("rnnsearch %s: %s", args.stage, " ".join(sys.argv[1:] if argv is None else argv))
     try:

@@ -46,7 +46,7 @@ STAGE_MODULES = {
     "train": ["train.py", "batching.py", "checkpoint.py", "model"],
     "translate": ["translate.py", "search.py", "checkpoint.py", "model"],
     "score": ["score.py"],
-    "tables": ["tables.py"],
+    "tables": ["tables.py", "score.py"],
     "figures": ["plots.py"],
     "report": ["report.py"],
     "bench-decode": ["bench.py", "search.py", "model"],

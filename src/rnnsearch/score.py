@@ -88,7 +88,7 @@ def bleu_by_length(src_tok: list[str], hyps: list[str], refs: list[str], edges: 
     return rows
 
 
-def _check_aligned(hyp_path, hyps, ref_path, refs) -> None:
+def check_aligned(hyp_path, hyps, ref_path, refs) -> None:
     if len(hyps) != len(refs):
         raise InputError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}: they must align")
     if not refs:
@@ -100,8 +100,8 @@ def run_score(model: str, src_tok_path: str, ref_tok_path: str, ref_raw_path: st
     """Score one model's translations of the test set; writes a metrics JSON."""
     src_tok, ref_tok, ref_raw = read_lines(src_tok_path), read_lines(ref_tok_path), read_lines(ref_raw_path)
     hyp_tok, hyp = read_lines(f"{hyp_dir}/test.hyp.tok"), read_lines(f"{hyp_dir}/test.hyp")
-    _check_aligned(f"{hyp_dir}/test.hyp.tok", hyp_tok, ref_tok_path, ref_tok)
-    _check_aligned(f"{hyp_dir}/test.hyp", hyp, ref_raw_path, ref_raw)
+    check_aligned(f"{hyp_dir}/test.hyp.tok", hyp_tok, ref_tok_path, ref_tok)
+    check_aligned(f"{hyp_dir}/test.hyp", hyp, ref_raw_path, ref_raw)
     ids = read_json(f"{hyp_dir}/nounk.json")["ids"]
     nk_tok, nk = read_lines(f"{hyp_dir}/nounk.hyp.tok"), read_lines(f"{hyp_dir}/nounk.hyp")
     if not (len(ids) == len(nk_tok) == len(nk)):

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .textio import InputError, atomic_path, read_json, read_lines
+from .score import check_aligned
+from .textio import atomic_path, read_json, read_lines
 
 
 def _write(df: pd.DataFrame, stem: Path, notes: list[str]) -> None:
@@ -70,8 +71,7 @@ def run_tables(score_files: list[str], stats_files: list[str], hyp_files: list[s
         refs = read_lines(ref_tok)
         hyps = [read_lines(f) for f in hyp_files]
         for f, h in zip(hyp_files, hyps):
-            if len(h) != len(refs):
-                raise InputError(f"{f} has {len(h)} lines but {ref_tok} has {len(refs)}: they must align")
+            check_aligned(f, h, ref_tok, refs)
         p_values = paired_bootstrap([s["model"] for s in scores], hyps, refs, samples)
     df1, notes1 = table1(scores, p_values, samples)
     _write(df1, out / "table1", notes1)

@@ -88,11 +88,12 @@ def translate_text(checkpoint: str, lines: list[str], beam: int, max_len_a: floa
                    length_norm: bool, src_lang: str, tgt_lang: str, src_vocab: str | None = None,
                    tgt_vocab: str | None = None, batch_size: int = 32):
     """Raw sentences in, (detokenized translation, source tokens, output tokens, α or None) out, in order."""
-    from .checkpoint import load_vocabs
+    from .checkpoint import load_checkpoint, model_of, vocabs_of
     from .text import tokenize_lines
 
-    model, _ = load_model(checkpoint)
-    sv, tv = (Vocab.load(src_vocab), Vocab.load(tgt_vocab)) if src_vocab and tgt_vocab else load_vocabs(checkpoint)
+    state = load_checkpoint(checkpoint)  # read once: weights and vocabularies
+    model, _ = model_of(state, checkpoint)
+    sv, tv = (Vocab.load(src_vocab), Vocab.load(tgt_vocab)) if src_vocab and tgt_vocab else vocabs_of(state, checkpoint)
     src_tok = tokenize_lines(lines, src_lang)
     hyps = translate_ids(model, [sv.encode(s.split()) for s in src_tok], beam=beam, batch_size=batch_size,
                          max_len_a=max_len_a, max_len_b=max_len_b, length_norm=length_norm)
