@@ -52,10 +52,32 @@ def test_wrong_type_and_missing_key():
 def test_enum_and_cross_checks():
     c = params()
     c["models"]["rnnsearch-50"]["arch"] = "transformer"
-    assert "'models.rnnsearch-50.arch': expected one of rnnsearch, rnnencdec" in problems(c)
+    assert "'models.rnnsearch-50.arch': expected one of rnnsearch, rnnencdec, luong" in problems(c)
     c = params()
     c["figures"]["alignment_model"] = "rnnencdec-50"
     assert "has no attention" in problems(c)
+    c = params()
+    c["models"]["rnnsearch-50"]["attention"] = "none"
+    assert "'figures.alignment_model': 'rnnsearch-50' has no attention" in problems(c)
+
+
+def test_ablation_switches_override_the_preset():
+    c = params()
+    c["models"]["rnnsearch-50"].update(cell="lstm", attention="multiplicative", dropout=0.1)
+    cfg.validate(c)
+    resolved = cfg.model_config(c, "rnnsearch-50")
+    assert resolved == {"arch": "rnnsearch", **c["model"], "cell": "lstm", "bidirectional": True,
+                        "attention": "multiplicative", "combined_output": False, "input_feeding": False, "dropout": 0.1}
+    assert cfg.model_config(c, "rnnencdec-50")["attention"] == "none"  # other models keep their preset
+    c["models"]["rnnsearch-30"]["attention"] = "dot"
+    c["models"]["rnnencdec-30"]["input_feeding"] = True
+    c["models"]["rnnencdec-50"]["cell"] = "transformer"
+    msg = problems(c)
+    assert "'models.rnnencdec-50.cell': expected one of gru, lstm, got 'transformer'" in msg
+    c["models"]["rnnencdec-50"]["cell"] = "gru"
+    msg = problems(c)
+    assert "'models.rnnsearch-30': attention 'dot'" in msg and "bidirectional: false" in msg
+    assert "'models.rnnencdec-30': input_feeding" in msg and "combined_output: true" in msg
 
 
 def test_overlays_merge_key_by_key(tmp_path):

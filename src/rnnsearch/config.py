@@ -139,14 +139,20 @@ def validate(config: dict, source: str = "params.yaml") -> None:
 
 
 def _cross_checks(config: dict) -> list[str]:
+    from .presets import PRESETS, check
+
     problems = []
     fig = config["figures"]
     target = config["models"].get(fig["alignment_model"])
     if target is None:
         problems.append(f"'figures.alignment_model': {fig['alignment_model']!r} is not a key of 'models' "
                         f"({', '.join(config['models'])})")
-    elif target["arch"] != "rnnsearch":
+    elif target.get("attention", PRESETS[target["arch"]]["attention"]) == "none":
         problems.append(f"'figures.alignment_model': {fig['alignment_model']!r} has no attention (arch {target['arch']})")
+    for name, entry in config["models"].items():
+        sizes = {**config["model"], **entry}
+        switches = {**PRESETS[entry["arch"]], **entry, "n": sizes["n"]}
+        problems += [f"'models.{name}': {p}" for p in check(switches)]
     if fig["alignment_min_len"] > fig["alignment_max_len"]:
         problems.append("'figures.alignment_min_len' is larger than 'figures.alignment_max_len'")
     edges = config["score"]["length_buckets"]
@@ -182,11 +188,12 @@ def stage_params(config: dict, stage: str, model: str | None = None) -> dict[str
 
 
 def model_config(config: dict, name: str) -> dict:
-    """The resolved config of one model: the shared `model` sizes overridden by its `models.<name>` entry."""
+    """The resolved config of one model: its preset `arch`, the shared `model` sizes, then its own overrides
+    (sizes and ablation switches) from `models.<name>`."""
+    from .presets import resolve
+
     entry = config["models"][name]
-    resolved = {**config["model"], **{k: v for k, v in entry.items() if k in ("m", "n", "n_align", "l")}}
-    resolved["arch"] = entry["arch"]
-    return resolved
+    return resolve(entry["arch"], {**config["model"], **entry}, entry)
 
 
 def train_config(config: dict, name: str) -> dict:

@@ -138,8 +138,8 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
         progress = state["progress"]
         torch.set_rng_state(state["rng"])
         log.info("%s: resuming from %s at update %d", name, ckpt_path, progress["update"])
-    log.info("%s: %s, %s parameters, %d training pairs, device %s", name, model_cfg["arch"],
-             f"{model.num_parameters():,}", len(src), device)
+    log.info("%s: %s, %s parameters, %d training pairs, device %s", name,
+             ", ".join(f"{k} {v}" for k, v in model.cfg.items()), f"{model.num_parameters():,}", len(src), device)
 
     def save(path: Path) -> None:
         progress["seconds"] = seconds_before + time.perf_counter() - start

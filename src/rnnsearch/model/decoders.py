@@ -1,18 +1,27 @@
-"""The decoder of App. A.2.2: a GRU conditioned on a context vector, and the deep maxout output.
+"""Decoders: the paper's (App. A.2.2) and the combined-output formulation of its ablations.
 
-Decoder state (App. A.2.2, bias terms omitted as in the paper):
+**The paper's decoder** (`DeepOutputDecoder`), bias terms omitted as in the paper:
+    c_i = attention(s_{i−1}, h)                          (or the fixed c of RNNencdec)
     z_i = σ(W_z E y_{i−1} + U_z s_{i−1} + C_z c_i)
     r_i = σ(W_r E y_{i−1} + U_r s_{i−1} + C_r c_i)
     s̃_i = tanh(W E y_{i−1} + U [r_i ∘ s_{i−1}] + C c_i)
     s_i = (1 − z_i) ∘ s_{i−1} + z_i ∘ s̃_i
-Output:
     t̃_i = U_o s_{i−1} + V_o E y_{i−1} + C_o c_i        (2l units)
     t_i = [max(t̃_{i,2j−1}, t̃_{i,2j})]_{j=1..l}          (maxout over pairs)
     p(y_i | y_{<i}, x) ∝ exp(y_iᵀ W_o t_i)
 
-c_i comes from the alignment model (RNNsearch) or is the same fixed c at every step (RNNencdec).
-The input projections W E y, W_z E y, W_r E y and V_o E y do not depend on the previous step, so under
-teacher forcing they are computed for the whole target sequence at once (`project_inputs`).
+**The second seed's formulation** (`CombinedOutputDecoder`; Luong et al. 2015 with input feeding): the state
+is updated first and then queries the attention, and one tanh layer combines both:
+    h_t = RNN([E y_{t−1} ; o_{t−1}], h_{t−1})            (input feeding; without it the input is E y_{t−1})
+    a_t = attention(h_t, h)
+    o_t = dropout(tanh(W_u [a_t ; h_t]))
+    p(y_t | y_{<t}, x) = softmax(W_vocab o_t)
+
+Either decoder runs a GRU (the paper's form, above) or an LSTM cell. The input projections of E y do not
+depend on the previous step, so under teacher forcing they are computed for the whole target sequence at once.
+
+The decoder state is one tensor, [s | LSTM memory cell | o_{t−1}] (the parts the configuration has), so that
+beam search reorders any decoder's state with one index.
 """
 
 from __future__ import annotations
@@ -22,38 +31,178 @@ from torch import nn
 
 
 class ConditionalGRU(nn.Module):
-    """The paper's GRU with context terms; the reset gate multiplies s_{i−1} before U (not after)."""
+    """The paper's GRU with context terms; the reset gate multiplies s_{i−1} before U (not after).
+
+    `ctx_dim` is the size of the extra input c (0: none). State: s (B, n).
+    """
 
     def __init__(self, m: int, n: int, ctx_dim: int):
         super().__init__()
         self.W = nn.Linear(m, 3 * n)  # [W; W_z; W_r] stacked, with the biases
         self.U_zr = nn.Linear(n, 2 * n, bias=False)  # [U_z; U_r]
         self.U = nn.Linear(n, n, bias=False)
-        self.C = nn.Linear(ctx_dim, 3 * n, bias=False)  # [C; C_z; C_r]
+        self.C = nn.Linear(ctx_dim, 3 * n, bias=False) if ctx_dim else None  # [C; C_z; C_r]
         self.n = n
+        self.state_size = n
 
-    def forward(self, W_Ey: torch.Tensor, s_prev: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
+        return s0
+
+    def hidden(self, state: torch.Tensor) -> torch.Tensor:
+        return state
+
+    def forward(self, W_Ey: torch.Tensor, s_prev: torch.Tensor, c: torch.Tensor | None) -> torch.Tensor:
         """W_Ey (B, 3n) = self.W(E y_{i−1}) precomputed, s_prev (B, n), c (B, ctx) → s_i (B, n)."""
+        x = W_Ey + self.C(c) if self.C is not None else W_Ey
         # split/chunk rather than slicing: their backward concatenates instead of filling zeros per slice
-        x_h, x_zr = (W_Ey + self.C(c)).split([self.n, 2 * self.n], dim=1)  # (B, n), (B, 2n) from y and c
+        x_h, x_zr = x.split([self.n, 2 * self.n], dim=1)  # (B, n), (B, 2n) from y and c
         z, r = torch.sigmoid(x_zr + self.U_zr(s_prev)).chunk(2, dim=1)  # (B, n) each
         s_tilde = torch.tanh(x_h + self.U(r * s_prev))
         return (1 - z) * s_prev + z * s_tilde
 
 
-class DeepOutput(nn.Module):
-    """t̃ = U_o s_{i−1} + V_o E y_{i−1} + C_o c_i, maxout over pairs, then W_o (logits over the shortlist)."""
+class ConditionalLSTM(nn.Module):
+    """The cell ablation: an LSTM whose gates also read c (W E y + U s + C c, four gates i, f, g, o).
 
-    def __init__(self, vocab_size: int, m: int, n: int, ctx_dim: int, l: int):
+    State: [s ; memory cell] (B, 2n).
+    """
+
+    def __init__(self, m: int, n: int, ctx_dim: int):
+        super().__init__()
+        self.W = nn.Linear(m, 4 * n)  # [W_i; W_f; W_g; W_o] with the biases
+        self.U = nn.Linear(n, 4 * n, bias=False)
+        self.C = nn.Linear(ctx_dim, 4 * n, bias=False) if ctx_dim else None
+        self.n = n
+        self.state_size = 2 * n
+
+    def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.cat([s0, cell0 if cell0 is not None else torch.zeros_like(s0)], dim=1)
+
+    def hidden(self, state: torch.Tensor) -> torch.Tensor:
+        return state[:, : self.n]
+
+    def forward(self, W_Ey: torch.Tensor, state: torch.Tensor, c: torch.Tensor | None) -> torch.Tensor:
+        s_prev, cell_prev = state.chunk(2, dim=1)  # (B, n) each
+        gates = W_Ey + self.U(s_prev) + (self.C(c) if self.C is not None else 0)  # (B, 4n)
+        i, f, g, o = gates.chunk(4, dim=1)
+        cell = torch.sigmoid(f) * cell_prev + torch.sigmoid(i) * torch.tanh(g)
+        return torch.cat([torch.sigmoid(o) * torch.tanh(cell), cell], dim=1)
+
+
+CELLS = {"gru": ConditionalGRU, "lstm": ConditionalLSTM}
+
+
+class DeepOutput(nn.Module):
+    """t̃ = U_o s_{i−1} + V_o E y_{i−1} + C_o c_i, maxout over pairs, then W_o (logits over the shortlist).
+
+    `dropout` (0 in the paper) applies to t_i, the input of W_o.
+    """
+
+    def __init__(self, vocab_size: int, m: int, n: int, ctx_dim: int, l: int, dropout: float = 0.0):
         super().__init__()
         self.U_o = nn.Linear(n, 2 * l)  # carries the bias of t̃
         self.V_o = nn.Linear(m, 2 * l, bias=False)
         self.C_o = nn.Linear(ctx_dim, 2 * l, bias=False)
         self.W_o = nn.Linear(l, vocab_size)
+        self.dropout = nn.Dropout(dropout)
         self.l = l
 
     def forward(self, s_prev: torch.Tensor, V_o_Ey: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         """Any leading shape (…): s_prev (…, n), V_o_Ey (…, 2l) precomputed, c (…, ctx) → logits (…, K)."""
         t_tilde = self.U_o(s_prev) + V_o_Ey + self.C_o(c)  # (…, 2l)
         t = t_tilde.unflatten(-1, (self.l, 2)).amax(-1)  # (…, l)
-        return self.W_o(t)
+        return self.W_o(self.dropout(t))
+
+
+def _context(attention, query: torch.Tensor, memory):
+    """c_i and α_i from the alignment model, or the fixed c (RNNencdec, α is None)."""
+    if attention is None:
+        return memory.c, None
+    return attention(query, memory.h, memory.keys, memory.mask)
+
+
+class DeepOutputDecoder(nn.Module):
+    """App. A.2.2: attention queried with s_{i−1}, the state updated with c_i, the deep maxout output."""
+
+    def __init__(self, vocab_size: int, m: int, n: int, ctx_dim: int, l: int, attention: nn.Module | None,
+                 cell: str = "gru", dropout: float = 0.0):
+        super().__init__()
+        self.attention = attention
+        self.cell = CELLS[cell](m, n, ctx_dim)
+        self.output = DeepOutput(vocab_size, m, n, ctx_dim, l, dropout)
+
+    def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
+        return self.cell.init_state(s0, cell0)
+
+    def context(self, state: torch.Tensor, memory):
+        return _context(self.attention, self.cell.hidden(state), memory)
+
+    def step(self, Ey: torch.Tensor, state: torch.Tensor, memory):
+        """Ey (B, m) = E y_{i−1}, state (B, ·) → logits (B, K) of p(y_i), the next state, α_i (B, Tx) or None."""
+        s_prev = self.cell.hidden(state)  # (B, n)
+        c, alpha = _context(self.attention, s_prev, memory)
+        logits = self.output(s_prev, self.output.V_o(Ey), c)
+        return logits, self.cell(self.cell.W(Ey), state, c), alpha
+
+    def forward(self, Ey: torch.Tensor, memory) -> torch.Tensor:
+        """Teacher forcing: Ey (B, Ty, m) = E y_0 … E y_{Ty−1} → logits (B, Ty, K)."""
+        Ty = Ey.size(1)
+        W_Ey = self.cell.W(Ey).unbind(1)  # Ty × (B, ·): all input projections in one GEMM
+        state = memory.s0
+        states, contexts = [], []
+        for i in range(Ty):
+            s_prev = self.cell.hidden(state)
+            c, _ = _context(self.attention, s_prev, memory)
+            states.append(s_prev)
+            contexts.append(c)
+            if i + 1 < Ty:  # the last state is never read
+                state = self.cell(W_Ey[i], state, c)
+        S = torch.stack(states, 1)  # (B, Ty, n): s_{i−1} for each output position i
+        C = torch.stack(contexts, 1) if self.attention is not None else memory.c.unsqueeze(1).expand(-1, Ty, -1)
+        return self.output(S, self.output.V_o(Ey), C)  # (B, Ty, K): the readout for all steps at once
+
+
+class CombinedOutputDecoder(nn.Module):
+    """The second seed's decoder: state first, then attention with the new state, o_t = dropout(tanh(W_u[a_t; h_t]))."""
+
+    def __init__(self, vocab_size: int, m: int, n: int, ctx_dim: int, attention: nn.Module | None,
+                 cell: str = "lstm", input_feeding: bool = True, dropout: float = 0.0):
+        super().__init__()
+        self.attention = attention
+        self.cell = CELLS[cell](m, n, n if input_feeding else 0)  # the cell's extra input is o_{t−1}
+        self.W_u = nn.Linear(ctx_dim + n, n, bias=False)
+        self.W_vocab = nn.Linear(n, vocab_size, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.input_feeding = input_feeding
+        self.n = n
+
+    def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
+        state = self.cell.init_state(s0, cell0)
+        return torch.cat([state, torch.zeros_like(s0)], dim=1) if self.input_feeding else state  # o_0 = 0
+
+    def context(self, state: torch.Tensor, memory):
+        return _context(self.attention, self.cell.hidden(state), memory)
+
+    def _advance(self, W_Ey: torch.Tensor, state: torch.Tensor, memory):
+        """One step from the precomputed input projection: o_t (B, n), the next state, α_t."""
+        if self.input_feeding:
+            rnn_state, o_prev = state.split([self.cell.state_size, self.n], dim=1)
+            rnn_state = self.cell(W_Ey, rnn_state, o_prev)  # [E y ; o_{t−1}] as two input matrices
+        else:
+            rnn_state = self.cell(W_Ey, state, None)
+        h_t = self.cell.hidden(rnn_state)  # (B, n)
+        a, alpha = _context(self.attention, h_t, memory)  # (B, ctx)
+        o = self.dropout(torch.tanh(self.W_u(torch.cat([a, h_t], dim=1))))  # (B, n)
+        return o, (torch.cat([rnn_state, o], dim=1) if self.input_feeding else rnn_state), alpha
+
+    def step(self, Ey: torch.Tensor, state: torch.Tensor, memory):
+        o, state, alpha = self._advance(self.cell.W(Ey), state, memory)
+        return self.W_vocab(o), state, alpha
+
+    def forward(self, Ey: torch.Tensor, memory) -> torch.Tensor:
+        W_Ey = self.cell.W(Ey).unbind(1)  # Ty × (B, ·)
+        state, outputs = memory.s0, []
+        for W_Ey_t in W_Ey:
+            o, state, _ = self._advance(W_Ey_t, state, memory)
+            outputs.append(o)
+        return self.W_vocab(torch.stack(outputs, 1))  # (B, Ty, K)

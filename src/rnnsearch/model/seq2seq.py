@@ -1,8 +1,11 @@
-"""RNNsearch (Bahdanau et al. 2015, App. A.2) and RNNencdec (Cho et al. 2014a) as one readable module.
+"""RNNsearch (Bahdanau et al. 2015, App. A.2), RNNencdec (Cho et al. 2014a) and their ablations, as one module.
+
+A model is a named preset plus overrides (`rnnsearch.presets`): the paper's two models, and the second seed's
+formulation (bidirectional LSTM, multiplicative attention, combined output, input feeding).
 
 The model knows nothing of files or vocabularies. Search, training and scoring use three methods:
     encode(x, lengths) → Memory
-    step(y_prev, s_prev, memory) → (logits, s, alpha)            one decoder step, App. A.2.2
+    step(y_prev, state, memory) → (logits, state, alpha)        one decoder step
     forward(x, lengths, y_in) → logits (B, Ty, K)                teacher forcing, the same equations
 """
 
@@ -13,12 +16,12 @@ from dataclasses import dataclass, fields, replace
 import torch
 from torch import nn
 
-from .attention import AdditiveAttention
-from .decoders import ConditionalGRU, DeepOutput
-from .encoders import BiGRUEncoder, GRUEncoder
+from ..presets import resolve
+from .attention import make_attention
+from .decoders import CombinedOutputDecoder, DeepOutputDecoder
+from .encoders import Encoder
 
 PAD = 0  # shared by both vocabularies; E(PAD) is the zero vector, used as E y_0 at the first step
-
 
 @dataclass
 class Memory:
@@ -26,9 +29,9 @@ class Memory:
 
     h: torch.Tensor  # (B, Tx, ctx) annotations h_j (RNNsearch) or encoder states (RNNencdec)
     mask: torch.Tensor  # (B, Tx) True on real source words
-    s0: torch.Tensor  # (B, n) initial decoder state
-    U_a_h: torch.Tensor | None = None  # (B, Tx, n') RNNsearch: U_a h_j, computed once
-    c: torch.Tensor | None = None  # (B, ctx) RNNencdec: the fixed context c = tanh(V h_Tx)
+    s0: torch.Tensor  # (B, ·) initial decoder state (s_0, and the LSTM cell and o_0 where the decoder has them)
+    keys: torch.Tensor | None = None  # (B, Tx, ·) the attention's precomputed part: U_a h_j for the paper's
+    c: torch.Tensor | None = None  # (B, ctx) no attention (RNNencdec): the fixed context c = tanh(V h_Tx)
 
     def index_select(self, idx: torch.Tensor) -> "Memory":
         """Rows `idx` of every tensor (beam search expands and reorders sentences with this)."""
@@ -37,32 +40,38 @@ class Memory:
 
 
 class Seq2Seq(nn.Module):
-    """`arch="rnnsearch"`: bidirectional encoder + alignment model; `arch="rnnencdec"`: fixed context.
+    """Encoder, alignment model (or fixed context), decoder. Sizes use the paper's symbols: m (word embedding),
+    n (hidden), n_align (n', alignment model), l (maxout units). The paper: m=620, n=1000, n'=1000, l=500, K=30000.
 
-    Sizes use the paper's symbols: m (word embedding), n (hidden), n_align (n', alignment model),
-    l (maxout units). The paper: m=620, n=1000, n'=1000, l=500, K=30000.
+    Initial decoder state: the paper's s_0 = tanh(W_s ←h_1) (h_Tx when unidirectional); with a fixed context,
+    c = tanh(V h_Tx) and s_0 = tanh(W_s c) (Cho et al. 2014a); the combined-output decoder starts from
+    s_0 = W_s [→h_Tx; ←h_1] and, for an LSTM, memory cell W_c [→c_Tx; ←c_1] (the second seed's W_h, W_c).
     """
 
-    def __init__(self, arch: str, src_vocab: int, tgt_vocab: int, m: int, n: int, n_align: int, l: int):
+    def __init__(self, cfg: dict, src_vocab: int, tgt_vocab: int):
         super().__init__()
-        if arch not in ("rnnsearch", "rnnencdec"):
-            raise ValueError(f"unknown arch {arch!r}: expected 'rnnsearch' or 'rnnencdec'")
-        self.arch = arch
-        if arch == "rnnsearch":
-            self.encoder = BiGRUEncoder(src_vocab, m, n, PAD)
-            ctx_dim = 2 * n
-            self.attention = AdditiveAttention(n, ctx_dim, n_align)
-            self.W_s = nn.Linear(n, n)  # s_0 = tanh(W_s ←h_1)
-        else:
-            self.encoder = GRUEncoder(src_vocab, m, n, PAD)
-            ctx_dim = n
-            self.attention = None
-            self.V = nn.Linear(n, n)  # c = tanh(V h_Tx)
-            self.W_s = nn.Linear(n, n)  # s_0 = tanh(W_s c)  (Cho et al. 2014a: h'_0 = tanh(V' c))
+        self.cfg = cfg = resolve(cfg["arch"], cfg, cfg)
+        m, n = cfg["m"], cfg["n"]
+        self.encoder = Encoder(src_vocab, m, n, cfg["cell"], cfg["bidirectional"], PAD)
+        enc = self.encoder.out_dim  # 2n or n
+        attention = make_attention(cfg["attention"], n, enc, cfg["n_align"])
+        ctx_dim = enc if attention is not None else n
+        if attention is None:
+            self.V = nn.Linear(enc, n)  # c = tanh(V h_Tx)
         self.E = nn.Embedding(tgt_vocab, m, padding_idx=PAD)  # target embedding
-        self.gru = ConditionalGRU(m, n, ctx_dim)
-        self.output = DeepOutput(tgt_vocab, m, n, ctx_dim, l)
+        if cfg["combined_output"]:
+            self.decoder = CombinedOutputDecoder(tgt_vocab, m, n, ctx_dim, attention, cfg["cell"],
+                                                 cfg["input_feeding"], cfg["dropout"])
+            self.W_s = nn.Linear(enc, n)  # s_0 = W_s [→h_Tx; ←h_1]
+            self.W_c = nn.Linear(enc, n) if cfg["cell"] == "lstm" else None
+        else:
+            self.decoder = DeepOutputDecoder(tgt_vocab, m, n, ctx_dim, cfg["l"], attention, cfg["cell"], cfg["dropout"])
+            self.W_s = nn.Linear(n, n)  # s_0 = tanh(W_s ←h_1), or tanh(W_s c)
         self.reset_parameters()
+
+    @property
+    def attention(self) -> nn.Module | None:
+        return self.decoder.attention
 
     # ------------------------------------------------------------------------------- App. B.1
     def reset_parameters(self) -> None:
@@ -70,15 +79,12 @@ class Seq2Seq(nn.Module):
         for name, p in self.named_parameters():
             if "bias" in name:
                 nn.init.zeros_(p)
-            elif "weight_hh" in name:  # nn.GRU recurrent weights: one orthogonal block per gate
-                for block in p.data.chunk(3, 0):
+            elif "weight_hh" in name or name.endswith(("cell.U.weight", "cell.U_zr.weight")):
+                for block in p.data.chunk(p.size(0) // p.size(1), 0):  # one orthogonal block per gate
                     nn.init.orthogonal_(block)
-            elif name.startswith("gru.U"):  # U_z, U_r, U of the decoder
-                for block in p.data.chunk(p.size(0) // p.size(1), 0):
-                    nn.init.orthogonal_(block)
-            elif name.startswith(("attention.W_a", "attention.U_a")):
+            elif ".W_a." in name or ".U_a." in name:
                 nn.init.normal_(p, 0.0, 0.001)
-            elif name.startswith("attention.v_a"):
+            elif ".v_a." in name:
                 nn.init.zeros_(p)
             else:
                 nn.init.normal_(p, 0.0, 0.01)
@@ -90,51 +96,33 @@ class Seq2Seq(nn.Module):
     def encode(self, x: torch.Tensor, lengths: torch.Tensor) -> Memory:
         """x (B, Tx) source ids padded with PAD, lengths (B,) → Memory."""
         mask = x != PAD  # (B, Tx)
-        h, last = self.encoder(x, lengths)
-        if self.attention is not None:
-            return Memory(h=h, mask=mask, s0=torch.tanh(self.W_s(last)), U_a_h=self.attention.precompute(h))
-        c = torch.tanh(self.V(last))  # (B, n) fixed context
-        return Memory(h=h, mask=mask, s0=torch.tanh(self.W_s(c)), c=c)
-
-    def context(self, s_prev: torch.Tensor, memory: Memory) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """c_i and α_i: from the alignment model (RNNsearch) or the fixed c (RNNencdec, α is None)."""
-        if self.attention is None:
-            return memory.c, None
-        return self.attention(s_prev, memory.h, memory.U_a_h, memory.mask)
+        h, final, final_cell = self.encoder(x, lengths)  # (B, Tx, enc), (B, enc): [→h_Tx; ←h_1]
+        n = self.cfg["n"]
+        c = torch.tanh(self.V(final)) if self.attention is None else None  # (B, n) fixed context
+        if self.cfg["combined_output"]:
+            cell0 = self.W_c(final_cell) if self.W_c is not None else None
+            s0 = self.decoder.init_state(self.W_s(final), cell0)
+        else:
+            s0 = self.decoder.init_state(torch.tanh(self.W_s(c if c is not None else final[:, -n:])))  # ←h_1
+        keys = self.attention.precompute(h) if self.attention is not None else None
+        return Memory(h=h, mask=mask, s0=s0, keys=keys, c=c)
 
     # ------------------------------------------------------------------------------- decoder
-    def step(self, y_prev: torch.Tensor, s_prev: torch.Tensor, memory: Memory):
-        """One decoder step. y_prev (B,) ids of y_{i−1} (PAD for y_0), s_prev (B, n).
+    def step(self, y_prev: torch.Tensor, state: torch.Tensor, memory: Memory):
+        """One decoder step. y_prev (B,) ids of y_{i−1} (PAD for y_0), state (B, ·) from memory.s0 or the last step.
 
-        Returns logits (B, K) of p(y_i | y_{<i}, x), the new state s_i (B, n) and α_i (B, Tx) or None.
+        Returns logits (B, K) of p(y_i | y_{<i}, x), the new state and α_i (B, Tx) or None.
         """
-        Ey = self.E(y_prev)  # (B, m)
-        c, alpha = self.context(s_prev, memory)
-        logits = self.output(s_prev, self.output.V_o(Ey), c)
-        s = self.gru(self.gru.W(Ey), s_prev, c)
-        return logits, s, alpha
+        return self.decoder.step(self.E(y_prev), state, memory)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, y_in: torch.Tensor) -> torch.Tensor:
         """Teacher forcing. y_in (B, Ty) = [y_0=PAD, y_1, …, y_{Ty−1}] → logits (B, Ty, K) for y_1 … y_Ty."""
-        memory = self.encode(x, lengths)
-        Ey = self.E(y_in)  # (B, Ty, m)
-        W_Ey = self.gru.W(Ey).unbind(1)  # Ty × (B, 3n): all input projections in one GEMM
-        s = memory.s0
-        states, contexts = [], []
-        for i in range(y_in.size(1)):
-            c, _ = self.context(s, memory)
-            states.append(s)
-            contexts.append(c)
-            if i + 1 < y_in.size(1):  # the last state is never read
-                s = self.gru(W_Ey[i], s, c)
-        S = torch.stack(states, 1)  # (B, Ty, n): s_{i−1} for each output position i
-        C = torch.stack(contexts, 1) if self.attention is not None else memory.c.unsqueeze(1).expand(-1, y_in.size(1), -1)
-        return self.output(S, self.output.V_o(Ey), C)  # (B, Ty, K): the readout for all steps at once
+        return self.decoder(self.E(y_in), self.encode(x, lengths))
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
 
 def build_model(cfg: dict, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
-    """From a resolved model config (keys arch, m, n, n_align, l)."""
-    return Seq2Seq(cfg["arch"], src_vocab, tgt_vocab, cfg["m"], cfg["n"], cfg["n_align"], cfg["l"])
+    """From a model config (arch, sizes m, n, n_align, l, and any switches overriding the preset)."""
+    return Seq2Seq(cfg, src_vocab, tgt_vocab)
