@@ -3,6 +3,7 @@ the last checkpoint, and a rerun ends with exactly the parameters of an uninterr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -37,7 +38,7 @@ def data(tmp_path_factory) -> Path:
             run_tokenize(d / f"raw/{split}.{lang}", d / f"{split}.{lang}", lang, False)
     run_vocab(d / "train.en", d / "train.fr", d / "vocab.en.tsv", d / "vocab.fr.tsv", 150, 150)
     params = cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])
-    params["train"].update(max_updates=UPDATES, checkpoint_every=10, log_every=10)
+    params["train"].update(max_updates=UPDATES, checkpoint_every=10, log_every=10, validate_every=25, keep_checkpoints=2)
     params["models"]["rnnsearch-50"]["max_updates"] = UPDATES
     (d / "params.yaml").write_text(yaml.safe_dump(params))
     return d
@@ -87,13 +88,16 @@ def test_interrupted_training_resumes_to_the_same_parameters(data: Path, referen
     subprocess.run(train_cmd(data, out), check=True, capture_output=True)
     assert f"resuming from {out / 'checkpoint.pt'} at update {stopped_at}" in (out / "train.log").read_text()
     final, ref = weights(out / "model.pt"), weights(reference)
-    assert torch.load(out / "model.pt", weights_only=True)["update"] == UPDATES
+    assert json.loads((out / "train_stats.json").read_text())["updates"] == UPDATES
     assert all(torch.equal(final[k], ref[k]) for k in ref), "resumed run differs from the uninterrupted one"
+    assert (out / "validation.tsv").read_text() == (reference.parent / "validation.tsv").read_text()  # same selection
+    assert sorted(p.name for p in out.glob("*.pt")) == sorted(p.name for p in reference.parent.glob("*.pt"))
 
 
-def _train_in_process(data: Path, out: Path, **model_overrides):
-    params = yaml.safe_load((data / "params.yaml").read_text())
-    params["model"].update(model_overrides)
+def _train_in_process(params_dir: Path, out: Path, data: Path | None = None):
+    """run_train on the fixture's corpus with the params.yaml in `params_dir`."""
+    data = data or params_dir
+    params = yaml.safe_load((params_dir / "params.yaml").read_text())
     return run_train("rnnsearch-50", cfg.model_config(params, "rnnsearch-50"), cfg.train_config(params, "rnnsearch-50"),
                      params["seed"], data / "train.en", data / "train.fr", data / "dev.en", data / "dev.fr",
                      data / "vocab.en.tsv", data / "vocab.fr.tsv", out)
@@ -129,3 +133,27 @@ def test_an_interrupted_save_leaves_no_file(tmp_path: Path):
             tmp.write_bytes(b"half a checkpoint")
             raise KeyboardInterrupt  # e.g. SIGINT in the middle of torch.save
     assert list(tmp_path.iterdir()) == []
+
+
+def test_training_validates_keeps_the_best_and_the_last_checkpoints(data: Path, reference: Path):
+    out = reference.parent
+    stats = json.loads((out / "train_stats.json").read_text())
+    rows = [line.split("\t") for line in (out / "validation.tsv").read_text().splitlines()]
+    assert rows[0] == ["update", "epoch", "dev_nll", "dev_nll_per_word", "dev_bleu"]
+    assert [int(r[0]) for r in rows[1:]] == [25, 50, 75, 100, 125, 150]  # every 25 updates and at the end
+    best = max(rows[1:], key=lambda r: (float(r[4]), -float(r[2])))  # dev BLEU, then dev NLL
+    assert stats["selected_update"] == int(best[0]) and stats["dev_bleu"] == float(best[4])
+    assert torch.load(out / "model.pt", weights_only=True)["update"] == stats["selected_update"]
+    assert sorted(p.name for p in out.glob("*.pt")) == ["checkpoint-000000130.pt", "checkpoint-000000140.pt", "model.pt"]
+    log = (out / "train.log").read_text()
+    assert "rnnsearch-50 sample 3" in log and "    reference: " in log and "dev NLL/sent" in log
+    assert "parameters" in log and "git " in log
+
+
+def test_patience_stops_training_early(data: Path, tmp_path: Path):
+    params = yaml.safe_load((data / "params.yaml").read_text())
+    params["models"]["rnnsearch-50"].update(patience=1, max_updates=10_000)
+    params["train"].update(validate_every=5, lr=1e-9)  # a learning rate that cannot improve dev BLEU
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    stats = _train_in_process(tmp_path, tmp_path / "out", data=data)
+    assert stats["early_stopped"] and stats["updates"] == 10 and stats["selected_update"] == 5

@@ -43,13 +43,13 @@ STAGE_MODULES = {
     "tokenize": ["text.py"],
     "filter": ["text.py"],
     "vocab": ["vocab.py"],
-    "train": ["train.py", "batching.py", "checkpoint.py", "model"],
-    "translate": ["translate.py", "search.py", "checkpoint.py", "model"],
+    "train": ["train.py", "batching.py", "checkpoint.py", "search.py", "score.py", "presets.py", "model"],
+    "translate": ["translate.py", "search.py", "checkpoint.py", "presets.py", "model"],
     "score": ["score.py"],
     "tables": ["tables.py", "score.py"],
     "figures": ["plots.py"],
     "report": ["report.py"],
-    "bench-decode": ["bench.py", "search.py", "model"],
+    "bench-decode": ["bench.py", "search.py", "checkpoint.py", "presets.py", "model"],
 }
 
 
@@ -198,7 +198,7 @@ def model_config(config: dict, name: str) -> dict:
 
 def train_config(config: dict, name: str) -> dict:
     entry = config["models"][name]
-    return {**config["train"], **({"max_updates": entry["max_updates"]} if "max_updates" in entry else {})}
+    return {**config["train"], **{k: entry[k] for k in ("max_updates", "patience") if k in entry}}
 
 
 def train_lengths(config: dict) -> list[int]:

@@ -56,9 +56,12 @@ def table1(scores: list[dict], p_values: dict[str, float] | None = None,
 def table2(stats: list[dict]) -> tuple[pd.DataFrame, list[str]]:
     rows = [{"Model": s["model"], "Updates": s["updates"], "Epochs": s["epochs"], "Hours": s["hours"],
              "Device": s["device"], "Train NLL": s["train_nll"], "Dev NLL": s["dev_nll"],
-             "Parameters": s["parameters"]} for s in stats]
+             "Dev BLEU": s["dev_bleu"], "Selected update": s["selected_update"],
+             "Early stop": "yes" if s["early_stopped"] else "no", "Parameters": s["parameters"]} for s in stats]
     notes = ["NLL per sentence (summed over words, </s> included), averaged over sentences, as in the paper's Table 2.",
-             "Train NLL: mean of the last logged training windows; Dev NLL: the whole dev set after training."]
+             "Train NLL: mean of the last logged training windows. Dev NLL and Dev BLEU (tokenized, greedy unless "
+             "train.validate_beam says otherwise): the whole dev set, for the model kept, the validated state with "
+             "the best dev BLEU (Selected update)."]
     return pd.DataFrame(rows), notes
 
 

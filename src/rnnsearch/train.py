@@ -1,17 +1,22 @@
 """Stage 5: train one model (App. B.2): Adadelta (ε=1e-6, ρ=0.95), minibatches of 80 in the paper's
-length-sorted blocks, gradient L2 norm rescaled to at most 1, a fixed update budget.
+length-sorted blocks, gradient L2 norm rescaled to at most 1, a fixed update budget or early stopping on dev
+BLEU (the paper's RNNsearch-50*).
 
-Writes a checkpoint (model, optimizer, update count, data position, config), a JSON of the learning
-statistics of Table 2 (updates, epochs, hours, device, train NLL, dev NLL), and dvclive metrics.
+Writes `model.pt` (the state with the best dev BLEU: model, optimizer, RNG, update count, data position,
+config, git commit, vocabularies), a JSON of the learning statistics of Table 2 (updates, epochs, hours,
+device, train NLL, dev NLL), the learning and validation curves as TSV, and dvclive metrics.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import platform
 import random
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -73,7 +78,8 @@ def make_optimizer(params, cfg: dict) -> torch.optim.Optimizer:
 
 
 # Train settings that shape the trajectory: a checkpoint written under other values cannot be resumed.
-# max_updates, log_every, checkpoint_every, device and threads may change between a run and its resumption.
+# The others (max_updates, patience, log_every, checkpoint_every, keep_checkpoints, validate_every,
+# validate_beam, device, precision, threads) may change between a run and its resumption.
 RESUME_KEYS = ("optimizer", "lr", "rho", "eps", "batch_size", "sort_batches", "clip_norm")
 
 
@@ -103,30 +109,58 @@ def _stop_on_signals():
             signal.signal(sig, h)
 
 
+@torch.no_grad()
+def validate(model, dev_src: list[list[int]], dev_tgt: list[list[int]], dev_src_lines: list[str],
+             dev_ref_lines: list[str], tgt_vocab: Vocab, beam: int, device, samples: int = 3) -> dict:
+    """Dev NLL per sentence and per word, tokenized dev BLEU of greedy (beam 1) or beam decoding, and a few
+    sample translations (source, reference, output) for the log."""
+    from .score import tokenized_bleu
+    from .search import translate_ids
+
+    nll = evaluate_nll(model, dev_src, dev_tgt, device)
+    model.eval()
+    hyps = translate_ids(model, dev_src, beam=beam, batch_size=80, max_len_a=1.5, max_len_b=10, device=device)
+    model.train()
+    out = [" ".join(tgt_vocab.decode(h.tokens)) for h in hyps]
+    picks = [round(k * (len(out) - 1) / max(samples - 1, 1)) for k in range(min(samples, len(out)))]
+    return {**nll, "bleu": tokenized_bleu(out, dev_ref_lines).score,
+            "samples": [(dev_src_lines[i], dev_ref_lines[i], out[i]) for i in picks]}
+
+
 def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train: str, tgt_train: str,
               src_dev: str, tgt_dev: str, src_vocab_path: str, tgt_vocab_path: str, out_dir: str) -> dict:
     """Train `name` with its resolved model config; everything goes under `out_dir`.
 
-    Every `checkpoint_every` updates, and on SIGTERM/SIGINT, the whole state goes to `checkpoint.pt`; running
-    the same training again continues from there and ends with the same parameters as an uninterrupted run.
+    Every `checkpoint_every` updates, and on SIGTERM/SIGINT, the whole state goes to `checkpoint.pt` (the last
+    `keep_checkpoints` of them also stay as checkpoint-<update>.pt); running the same training again continues
+    from there and ends with the same parameters as an uninterrupted run. Every `validate_every` updates and at
+    the end, the dev set is scored; the best state by dev BLEU is kept (best-<update>.pt) and becomes `model.pt`.
+    With `patience` > 0, training stops after that many validations without a better dev BLEU.
     """
     out = Path(out_dir)
     seed_everything(seed)
     torch.set_num_threads(train_cfg["threads"])
     device = resolve_device(train_cfg["device"])
+    bf16 = train_cfg["precision"] == "bf16" and device.type == "cuda"
+    if train_cfg["precision"] == "bf16" and not bf16:
+        log.warning("precision bf16 applies on CUDA only: training in fp32 on the %s", device)
     src_vocab, tgt_vocab = Vocab.load(src_vocab_path), Vocab.load(tgt_vocab_path)
     src, tgt = encode_corpus(*read_parallel(src_train, tgt_train), src_vocab, tgt_vocab)
-    dev_src, dev_tgt = encode_corpus(*read_parallel(src_dev, tgt_dev), src_vocab, tgt_vocab)
+    dev_lines = read_parallel(src_dev, tgt_dev)
+    dev_src, dev_tgt = encode_corpus(*dev_lines, src_vocab, tgt_vocab)
     config = {"name": name, "model": model_cfg, "train": train_cfg, "seed": seed,
               "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab)}
 
     model = build_model(model_cfg, len(src_vocab), len(tgt_vocab)).to(device)
     optimizer = make_optimizer(model.parameters(), train_cfg)
     batches = PaperBatches(src, tgt, train_cfg["batch_size"], train_cfg["sort_batches"], seed)
-    # window: summed NLL, sentences and words since the last log line; curve: the logged windows
-    progress = {"update": 0, "seconds": 0.0, "window": [0.0, 0, 0], "curve": []}
+    # window: summed NLL, sentences and words since the last log line; curve: the logged windows;
+    # validations: one row per dev evaluation; best: the best dev BLEU so far; bad: validations since then
+    progress = {"update": 0, "seconds": 0.0, "window": [0.0, 0, 0], "curve": [], "validations": [],
+                "best": None, "bad": 0}
     ckpt_path = out / "checkpoint.pt"
-    if ckpt_path.exists():
+    resumed = ckpt_path.exists()
+    if resumed:
         state = load_checkpoint(ckpt_path, device)
         diffs = _resume_mismatch(state["config"], config)
         if diffs:
@@ -138,25 +172,62 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
         progress = state["progress"]
         torch.set_rng_state(state["rng"])
         log.info("%s: resuming from %s at update %d", name, ckpt_path, progress["update"])
-    log.info("%s: %s, %s parameters, %d training pairs, device %s", name,
-             ", ".join(f"{k} {v}" for k, v in model.cfg.items()), f"{model.num_parameters():,}", len(src), device)
+    else:  # states left by an earlier run that did not finish
+        for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt")]:
+            old.unlink()
+    log.info("%s: %s", name, ", ".join(f"{k} {v}" for k, v in model.cfg.items()))
+    log.info("%s: %s parameters, %d training pairs, %d dev pairs, device %s%s, git %s", name,
+             f"{model.num_parameters():,}", len(src), len(dev_src), device, " (bf16 autocast)" if bf16 else "",
+             git_commit())
 
     def save(path: Path) -> None:
         progress["seconds"] = seconds_before + time.perf_counter() - start
         save_checkpoint(path, model, optimizer, progress["update"], batches.state(), config,
-                        progress=progress, rng=torch.get_rng_state(),
+                        progress=progress, rng=torch.get_rng_state(), git=git_commit(),
                         vocab={"src": src_vocab.words, "tgt": tgt_vocab.words})  # self-contained for translation
 
+    def run_validation(update: int) -> bool:
+        """Score the dev set, keep the best state; True when patience has run out."""
+        v = validate(model, dev_src, dev_tgt, *dev_lines, tgt_vocab, train_cfg["validate_beam"], device)
+        best = progress["best"]  # better: a higher dev BLEU, or the same BLEU (e.g. 0 early on) and a lower NLL
+        improved = best is None or (v["bleu"], -v["nll_per_sentence"]) > (best["bleu"], -best["nll"])
+        if improved:
+            progress["best"], progress["bad"] = {"update": update, "bleu": v["bleu"], "nll": v["nll_per_sentence"]}, 0
+        else:
+            progress["bad"] += 1
+        row = {"update": update, "epoch": round(batches.position, 4), "dev_nll": round(v["nll_per_sentence"], 4),
+               "dev_nll_per_word": round(v["nll_per_word"], 4), "dev_bleu": round(v["bleu"], 2)}
+        progress["validations"].append(row)
+        log.info("%s update %d  dev NLL/sent %.2f  NLL/word %.3f  BLEU %.2f (beam %d)  %s", name, update,
+                 v["nll_per_sentence"], v["nll_per_word"], v["bleu"], train_cfg["validate_beam"],
+                 "new best" if improved else f"best {progress['best']['bleu']:.2f} at update "
+                 f"{progress['best']['update']}, {progress['bad']} without improvement")
+        for k, (s, r, h) in enumerate(v["samples"], 1):
+            log.info("%s sample %d\n    source:    %s\n    reference: %s\n    output:    %s", name, k, s, r, h)
+        if live:
+            live.step = update
+            for key in ("dev_nll", "dev_nll_per_word", "dev_bleu"):
+                live.log_metric(key.replace("_", "/", 1), row[key])
+            live.make_summary()
+        if improved:
+            save(_best_path(out, update))
+        patience = train_cfg["patience"]
+        return bool(patience) and progress["bad"] >= patience
+
     max_updates, log_every, every = train_cfg["max_updates"], train_cfg["log_every"], train_cfg["checkpoint_every"]
-    live = _live(out / "dvclive")
+    validate_every = train_cfg["validate_every"]
+    live = _live(out / "dvclive", resume=resumed)
     curve, window = progress["curve"], progress["window"]
     seconds_before, start = progress["seconds"], time.perf_counter()
     t_window, first_update = start, progress["update"]
+    done = progress["update"] >= max_updates or _patience_spent(progress, train_cfg)
+    bar = _progress_bar(progress["update"], max_updates, name)
     model.train()
     with _stop_on_signals() as stop:
-        for batch in batches if progress["update"] < max_updates else ():
+        for batch in batches if not done else ():
             batch = batch.to(device)
-            loss = batch_nll(model, batch)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                loss = batch_nll(model, batch)
             optimizer.zero_grad(set_to_none=True)
             (loss / batch.x.size(0)).backward()  # the cost is the mean over sentences of the summed word NLL
             torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg["clip_norm"])
@@ -165,6 +236,8 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
             window[0] += loss.item()
             window[1] += batch.x.size(0)
             window[2] += batch.source_words + batch.target_words
+            if bar is not None:
+                bar.update(1)
             if update % log_every == 0 or update == max_updates:
                 now = time.perf_counter()
                 nll, words_per_s = window[0] / window[1], window[2] / (now - t_window)
@@ -177,52 +250,131 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
                               "words_per_s": round(words_per_s, 1),
                               "seconds": round(seconds_before + now - start, 2)})
                 if live:
+                    live.step = update
                     live.log_metric("train/nll_per_sentence", nll)
                     live.log_metric("train/words_per_s", words_per_s)
-                    live.next_step()
+                    live.make_summary()
                 window[:] = [0.0, 0, 0]
                 t_window = now
             if update >= max_updates:
                 break
+            if validate_every and update % validate_every == 0 and run_validation(update):
+                log.info("%s: early stop at update %d: dev BLEU has not improved for %d validations", name, update,
+                         progress["bad"])
+                break
             if stop or (every and update % every == 0):
                 save(ckpt_path)
+                _keep_last(out, update, train_cfg["keep_checkpoints"])
+                _prune_best(out, progress["best"])
                 if stop:
                     log.warning("%s: signal %d at update %d: checkpoint saved to %s; rerun to continue",
                                 name, stop["signal"], update, ckpt_path)
                     raise Interrupted(f"{name}: interrupted at update {progress['update']}")
+    if bar is not None:
+        bar.close()
     seconds = seconds_before + time.perf_counter() - start
+    if not progress["validations"] or progress["validations"][-1]["update"] != progress["update"]:
+        run_validation(progress["update"])  # the final state is always validated
+    final_update, train_nll = progress["update"], _smoothed_train_nll(curve)
 
-    dev = evaluate_nll(model, dev_src, dev_tgt, device)
-    last = [row["train_nll"] for row in curve[-3:]]
-    train_nll = sum(last) / len(last)  # the last logged windows, as a smoothed training cost
+    best = progress["best"]
+    best_path = _best_path(out, best["update"])
+    model.load_state_dict(load_checkpoint(best_path, device)["model"])  # the selected model: the best dev BLEU
+    selected = next(v for v in progress["validations"] if v["update"] == best["update"])
     stats = {
         "model": name, "arch": model_cfg["arch"], "parameters": model.num_parameters(),
-        "updates": progress["update"], "epochs": round(batches.position, 4), "hours": seconds / 3600,
+        "updates": final_update, "epochs": round(batches.position, 4), "hours": seconds / 3600,
         "seconds": round(seconds, 2), "device": _device_name(device), "threads": train_cfg["threads"],
-        "train_nll": train_nll, "dev_nll": dev["nll_per_sentence"], "dev_nll_per_word": dev["nll_per_word"],
-        "train_pairs": len(src),
+        "train_nll": train_nll, "dev_nll": selected["dev_nll"], "dev_nll_per_word": selected["dev_nll_per_word"],
+        "dev_bleu": selected["dev_bleu"], "selected_update": best["update"],
+        "early_stopped": _patience_spent(progress, train_cfg) and final_update < max_updates,
+        "train_pairs": len(src), "git": git_commit(),
     }
-    save(out / "model.pt")
+    best_path.replace(out / "model.pt")
+    _prune_best(out, None)
     write_json_atomic(out / "train_stats.json", stats)
     write_lines_atomic(out / "learning_curve.tsv",
                        ["\t".join(curve[0])] + ["\t".join(str(v) for v in row.values()) for row in curve])
-    ckpt_path.unlink(missing_ok=True)  # finished: model.pt holds the final state
+    rows = progress["validations"]
+    write_lines_atomic(out / "validation.tsv",
+                       ["\t".join(rows[0])] + ["\t".join(str(v) for v in row.values()) for row in rows])
+    ckpt_path.unlink(missing_ok=True)  # finished: model.pt holds the selected state
     if live:
-        live.summary.update({"dev/nll_per_sentence": dev["nll_per_sentence"]})
+        live.summary.update({"dev/nll_per_sentence": selected["dev_nll"], "dev/bleu": selected["dev_bleu"]})
         live.end()
-    log.info("%s done: %d updates in %s, dev NLL/sent %.2f (%.3f per word)", name, progress["update"],
-             _hms(seconds), dev["nll_per_sentence"], dev["nll_per_word"])
+    log.info("%s done: %d updates in %s; model.pt is update %d: dev BLEU %.2f, NLL/sent %.2f (%.3f per word)",
+             name, final_update, _hms(seconds), best["update"], selected["dev_bleu"], selected["dev_nll"],
+             selected["dev_nll_per_word"])
     return stats
 
 
-def _live(path: Path):
+def _patience_spent(progress: dict, train_cfg: dict) -> bool:
+    return bool(train_cfg["patience"]) and progress["bad"] >= train_cfg["patience"]
+
+
+def _smoothed_train_nll(curve: list[dict]) -> float:
+    """The mean of the last three logged windows, as Table 2's training cost."""
+    last = [row["train_nll"] for row in curve[-3:]]
+    return sum(last) / len(last) if last else float("nan")
+
+
+def _best_path(out: Path, update: int) -> Path:
+    return out / f"best-{update:09d}.pt"
+
+
+def _prune_best(out: Path, best: dict | None) -> None:
+    """Delete best-<update>.pt files other than the current best. Called only when checkpoint.pt has just been
+    written (or at the end), so a run killed later and resumed from that checkpoint still finds its best."""
+    keep = _best_path(out, best["update"]) if best else None
+    for path in out.glob("best-*.pt"):
+        if path != keep:
+            path.unlink()
+
+
+def _keep_last(out: Path, update: int, keep: int) -> None:
+    """checkpoint-<update>.pt beside checkpoint.pt for the last `keep` checkpoints (hard links: no copy)."""
+    if keep <= 0:
+        return
+    target = out / f"checkpoint-{update:09d}.pt"
+    target.unlink(missing_ok=True)
+    try:
+        os.link(out / "checkpoint.pt", target)
+    except OSError:  # a filesystem without hard links
+        shutil.copyfile(out / "checkpoint.pt", target)
+    for old in sorted(out.glob("checkpoint-*.pt"))[:-keep]:
+        old.unlink()
+
+
+def git_commit() -> str:
+    """The commit of the code that runs (with +dirty when the tree has changes), or 'unknown' outside git."""
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def _progress_bar(initial: int, total: int, name: str):
+    """A progress bar over updates when stderr is a terminal (tqdm turns itself off otherwise)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with dvc
+        return None
+    return tqdm(total=total, initial=initial, desc=name, unit="upd", disable=None, leave=False, mininterval=2)
+
+
+def _live(path: Path, resume: bool = False):
     """dvclive logger (metrics and plots DVC reads), or None when dvclive is not installed."""
     try:
         from dvclive import Live
     except ImportError:  # pragma: no cover - dvclive is a declared dependency
         return None
     try:
-        return Live(str(path), save_dvc_exp=False, dvcyaml=None, report=None)
+        return Live(str(path), save_dvc_exp=False, dvcyaml=None, report=None, resume=resume)
     except Exception as e:  # dvclive inspects the git repository; outside one (or in an empty one) it can fail
         log.warning("dvclive disabled (%s: %s); the learning curve is still in the log", type(e).__name__, e)
         return None

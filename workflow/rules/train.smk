@@ -14,6 +14,7 @@ rule train:
         model="results/models/{model}/model.pt",
         stats="results/models/{model}/train_stats.json",
         curve="results/models/{model}/learning_curve.tsv",
+        validation="results/models/{model}/validation.tsv",
     params:
         stage=lambda w: stage_params("train", w.model),
         files=PARAMS,
