@@ -170,3 +170,16 @@ def test_bench_decode_reports_what_it_measured(run: Path, tmp_path: Path):
     assert [r["beam"] for r in result["runs"]] == [1, 3]
     assert all(r["sentences"] == 80 and r["sentences_per_s"] > 0 for r in result["runs"])
     assert result["machine"]["threads"] == 1 and result["machine"]["torch"] == __import__("torch").__version__
+
+
+def test_bench_train_reports_what_it_measured(tmp_path: Path):
+    rnnsearch("bench-train", "--arch", "rnnencdec", "--size", "bench", "--batch", 2, "--length", 3, "--steps", 1,
+              "--threads", 1, "--out", tmp_path / "t.json")
+    result = json.loads((tmp_path / "t.json").read_text())
+    from rnnsearch.model import build_model
+
+    sizes = {k: result["sizes"][k] for k in ("m", "n", "n_align", "l")}
+    assert result["parameters"] == build_model({"arch": "rnnencdec", **sizes}, 8003, 8003).num_parameters()
+    assert (result["batch"], result["length"], result["timed_updates"]) == (2, 3, 1)
+    assert result["words_per_s"] == pytest.approx(2 * 2 * 4 / result["seconds_per_update"], rel=0.05)
+    assert result["peak_rss_mb"] > 0 and result["device"] == "cpu"

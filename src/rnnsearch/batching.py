@@ -1,6 +1,10 @@
 """Minibatches as in App. B.2: shuffle once, traverse sequentially, and every `sort_k` updates take the next
 `batch_size × sort_k` pairs, sort them by length and split them into `sort_k` minibatches (the paper: 20 × 80).
 Sorting by length within a block keeps padding low without changing which sentences an epoch sees.
+
+With a token budget (`batch_tokens` > 0) the sorted block is cut instead into minibatches of at most
+`batch_tokens` padded words on their longer side (rows × longest sentence), so short sentences travel in large
+batches and long ones in small: a block then gives as many minibatches as it needs.
 """
 
 from __future__ import annotations
@@ -55,12 +59,14 @@ class PaperBatches:
     within the block) is all a checkpoint needs to resume at exactly the next minibatch.
     """
 
-    def __init__(self, src: list[list[int]], tgt: list[list[int]], batch_size: int, sort_k: int, seed: int):
+    def __init__(self, src: list[list[int]], tgt: list[list[int]], batch_size: int, sort_k: int, seed: int,
+                 batch_tokens: int = 0):
         if len(src) != len(tgt):
             raise ValueError("source and target corpora differ in length")
         if not src:
             raise ValueError("the training corpus is empty")
         self.src, self.tgt, self.batch_size, self.sort_k, self.seed = src, tgt, batch_size, sort_k, seed
+        self.batch_tokens = batch_tokens
         self.epoch, self.offset, self.in_block = 0, 0, 0  # the next batch to yield
         self._order_epoch, self._order = -1, []
 
@@ -72,9 +78,22 @@ class PaperBatches:
             self._order_epoch = self.epoch
         idx = sorted(self._order[self.offset : self.offset + self.batch_size * self.sort_k],
                      key=lambda i: (len(self.tgt[i]), len(self.src[i])))
-        batches = [idx[k : k + self.batch_size] for k in range(0, len(idx), self.batch_size)]
+        batches = self._split(idx)
         random.Random(f"{self.seed}/{self.epoch}/{self.offset}").shuffle(batches)
         return batches
+
+    def _split(self, idx: list[int]) -> list[list[int]]:
+        if not self.batch_tokens:
+            return [idx[k : k + self.batch_size] for k in range(0, len(idx), self.batch_size)]
+        batches, current, longest = [], [], 0
+        for i in idx:
+            n = max(len(self.src[i]), len(self.tgt[i]))
+            if current and (len(current) + 1) * max(longest, n) > self.batch_tokens:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, n)
+        return batches + [current]
 
     def __iter__(self) -> Iterator[Batch]:
         while True:
@@ -97,7 +116,7 @@ class PaperBatches:
     @property
     def position(self) -> float:
         """Epochs done, as a fraction (for Table 2's 'Epochs')."""
-        done = self.offset + min(self.in_block * self.batch_size, self.batch_size * self.sort_k)
+        done = self.offset + sum(len(b) for b in self._block()[: self.in_block])
         return self.epoch + min(done, len(self.src)) / len(self.src)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -24,6 +25,7 @@ STAGES_HELP = {
     "figures": "8. Figure 2 and Figure 3",
     "report": "9. the results page",
     "bench-decode": "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
+    "bench-train": "benchmark: training speed and peak memory of one model size on random batches",
 }
 
 
@@ -102,6 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
     for a in ("--checkpoint", "--src", "--src-vocab", "--out"):
         p.add_argument(a, required=True)
     p.add_argument("--beams", type=int, nargs="+", default=[1, 12])
+    p = stage("bench-train", params=False)
+    p.add_argument("--arch", default="rnnsearch", choices=["rnnsearch", "rnnencdec", "luong"])
+    p.add_argument("--size", default="paper", choices=["paper", "bench"], help="paper: App. A; bench: the peer's")
+    p.add_argument("--batch", type=int, default=80)
+    p.add_argument("--length", type=int, default=50, help="words per sentence, each side (</s> added)")
+    p.add_argument("--steps", type=int, default=3, help="timed updates after one warm-up update")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--out", required=True)
 
     p = sub.add_parser("check-params", help="validate params.yaml (and overlays) and print the merged result")
     _params_arg(p)
@@ -181,6 +193,11 @@ def run(args: argparse.Namespace) -> None:
         d = p["decode"]
         run_bench_decode(args.checkpoint, args.src, args.src_vocab, args.beams, d["batch_size"], d["max_len_a"],
                          d["max_len_b"], d["threads"], args.out)
+    elif stage == "bench-train":
+        from .bench import run_bench_train
+
+        run_bench_train(args.arch, args.size, args.batch, args.length, args.steps, args.threads, args.device,
+                        args.seed, args.out)
     elif stage == "check-params":
         import yaml
 

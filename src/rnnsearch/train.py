@@ -80,7 +80,7 @@ def make_optimizer(params, cfg: dict) -> torch.optim.Optimizer:
 # Train settings that shape the trajectory: a checkpoint written under other values cannot be resumed.
 # The others (max_updates, patience, log_every, checkpoint_every, keep_checkpoints, validate_every,
 # validate_beam, device, precision, threads) may change between a run and its resumption.
-RESUME_KEYS = ("optimizer", "lr", "rho", "eps", "batch_size", "sort_batches", "clip_norm")
+RESUME_KEYS = ("optimizer", "lr", "rho", "eps", "batch_size", "batch_tokens", "sort_batches", "clip_norm")
 
 
 def _resume_mismatch(saved: dict, config: dict) -> list[str]:
@@ -153,7 +153,7 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
 
     model = build_model(model_cfg, len(src_vocab), len(tgt_vocab)).to(device)
     optimizer = make_optimizer(model.parameters(), train_cfg)
-    batches = PaperBatches(src, tgt, train_cfg["batch_size"], train_cfg["sort_batches"], seed)
+    batches = PaperBatches(src, tgt, train_cfg["batch_size"], train_cfg["sort_batches"], seed, train_cfg["batch_tokens"])
     # window: summed NLL, sentences and words since the last log line; curve: the logged windows;
     # validations: one row per dev evaluation; best: the best dev BLEU so far; bad: validations since then
     progress = {"update": 0, "seconds": 0.0, "window": [0.0, 0, 0], "curve": [], "validations": [],
