@@ -157,3 +157,32 @@ def test_patience_stops_training_early(data: Path, tmp_path: Path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     stats = _train_in_process(tmp_path, tmp_path / "out", data=data)
     assert stats["early_stopped"] and stats["updates"] == 10 and stats["selected_update"] == 5
+
+
+def test_the_second_seed_preset_trains_resumes_and_translates(data: Path, tmp_path: Path):
+    from rnnsearch.checkpoint import load_model
+    from rnnsearch.search import translate_ids
+
+    params = yaml.safe_load((data / "params.yaml").read_text())
+    params["models"]["rnnsearch-50"].update(arch="luong", max_updates=20)
+    params["train"].update(validate_every=10, checkpoint_every=10)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    stats = _train_in_process(tmp_path, tmp_path / "out", data=data)
+    assert stats["arch"] == "luong" and stats["updates"] == 20
+    model, config = load_model(tmp_path / "out" / "model.pt")
+    assert config["model"]["cell"] == "lstm" and config["model"]["input_feeding"] is True
+    hyps = translate_ids(model, [[5, 6, 7, 1], [8, 1]], beam=3, batch_size=2, max_len_a=1.5, max_len_b=3)
+    assert all(h.tokens and h.alpha is not None for h in hyps)
+    # a checkpoint of the GRU preset is not resumed as the LSTM one: the difference is named
+    save_checkpoint(tmp_path / "out" / "checkpoint.pt", *_gru_state(params))
+    with pytest.raises(InputError, match=r"model.arch: 'rnnsearch' in the checkpoint, 'luong' now; .*model.cell: 'gru' in "
+                                         r"the checkpoint, 'lstm' now"):
+        _train_in_process(tmp_path, tmp_path / "out", data=data)
+
+
+def _gru_state(params: dict):
+    gru = cfg.model_config({**params, "models": {"m": {"arch": "rnnsearch", "train_max_len": 50}}}, "m")
+    model = build_model(gru, 153, 153)
+    config = {"name": "rnnsearch-50", "model": gru, "train": params["train"], "seed": params["seed"],
+              "src_vocab": 153, "tgt_vocab": 153}
+    return model, make_optimizer(model.parameters(), params["train"]), 3, {"epoch": 0, "offset": 0, "in_block": 3}, config
