@@ -139,6 +139,16 @@ def test_stage_errors_name_the_file(run: Path, tmp_path: Path, capsys):
                  "--hyp-dir", str(run / "tr/rnnsearch-50"), "--out", str(tmp_path / "x.json")])
     err = capsys.readouterr().err
     assert code == 2 and "test.hyp.tok has 80 lines" in err and "a.fr has 1" in err
+    lines = (run / "vocab.fr.tsv").read_text().splitlines()
+    (i5, w5, c5), (i6, w6, c6) = lines[5].split("\t"), lines[6].split("\t")
+    lines[5], lines[6] = f"{i5}\t{w6}\t{c5}", f"{i6}\t{w5}\t{c6}"  # same size, two words swapped
+    (tmp_path / "swapped.tsv").write_text("\n".join(lines) + "\n")
+    code = main(["translate", *PARAMS, "--checkpoint", str(run / "models/rnnsearch-50/model.pt"), "--src",
+                 str(run / "tok/test.en"), "--ref", str(run / "tok/test.fr"), "--src-vocab", str(run / "vocab.en.tsv"),
+                 "--tgt-vocab", str(tmp_path / "swapped.tsv"), "--out-dir", str(tmp_path / "tr")])
+    err = capsys.readouterr().err
+    assert code == 2 and "swapped.tsv: not the tgt vocabulary" in err and "id 5:" in err and "Traceback" not in err
+    assert not (tmp_path / "tr").exists() or not any((tmp_path / "tr").iterdir())
 
 
 def test_translate_your_own_sentences(run: Path, tmp_path: Path, capsys, monkeypatch):

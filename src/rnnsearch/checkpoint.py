@@ -39,6 +39,22 @@ def vocabs_of(state: dict, path: str | Path) -> tuple[Vocab, Vocab]:
         Vocab(state["vocab"]["tgt"], [0] * len(state["vocab"]["tgt"]))
 
 
+def check_vocabs(state: dict, path: str | Path, **files: tuple[str | Path, Vocab]) -> None:
+    """Refuse vocabulary files that differ from those stored in the checkpoint, naming the first difference.
+
+    `files`: side ("src" or "tgt") → (file name, the vocabulary read from it).
+    """
+    for side, (file, vocab) in files.items():
+        stored = state.get("vocab", {}).get(side)
+        if stored is None or stored == vocab.words:
+            continue
+        i = next((k for k, (a, b) in enumerate(zip(stored, vocab.words)) if a != b), min(len(stored), len(vocab)))
+        a = repr(stored[i]) if i < len(stored) else "nothing"
+        b = repr(vocab.words[i]) if i < len(vocab) else "nothing"
+        raise InputError(f"{file}: not the {side} vocabulary {path} was trained with ({len(vocab)} words, the "
+                         f"checkpoint {len(stored)}; id {i}: {a} in the checkpoint, {b} in the file)")
+
+
 def load_model(path: str | Path, device="cpu") -> tuple[Seq2Seq, dict]:
     """The trained model (in eval mode) and the config it was trained with."""
     return model_of(load_checkpoint(path, device), path, device)

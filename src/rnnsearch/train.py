@@ -24,7 +24,7 @@ import torch
 from torch.nn import functional as F
 
 from .batching import Batch, PaperBatches, sequential_batches
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import check_vocabs, load_checkpoint, save_checkpoint
 from .model import build_model
 from .textio import InputError, Interrupted, read_parallel, write_json_atomic, write_lines_atomic
 from .vocab import PAD_ID, Vocab
@@ -166,6 +166,7 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
         if diffs:
             raise InputError(f"{ckpt_path}: written for another configuration ({'; '.join(diffs)}); "
                              "delete it to train from scratch")
+        check_vocabs(state, ckpt_path, src=(src_vocab_path, src_vocab), tgt=(tgt_vocab_path, tgt_vocab))
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         batches.restore(state["data_position"])

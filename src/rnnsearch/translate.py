@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .checkpoint import load_model
+from .checkpoint import check_vocabs, load_checkpoint, model_of
 from .score import no_unk_ids
 from .search import translate_ids
 from .text import detokenize_lines
@@ -34,8 +34,10 @@ def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_voc
     out = Path(out_dir)
     torch.set_num_threads(decode_cfg["threads"])
     device = resolve_device(decode_cfg["device"])
-    model, config = load_model(checkpoint, device)
+    state = load_checkpoint(checkpoint, device)
+    model, config = model_of(state, checkpoint, device)
     src_vocab, tgt_vocab = Vocab.load(src_vocab_path), Vocab.load(tgt_vocab_path)
+    check_vocabs(state, checkpoint, src=(src_vocab_path, src_vocab), tgt=(tgt_vocab_path, tgt_vocab))
     src_tok, ref_tok = read_lines(src_tok_path), read_lines(ref_tok_path)
     src_ids = [src_vocab.encode(s.split()) for s in src_tok]
     opts = dict(beam=decode_cfg["beam"], batch_size=decode_cfg["batch_size"], max_len_a=decode_cfg["max_len_a"],
