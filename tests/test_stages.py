@@ -53,10 +53,14 @@ def run(tmp_path_factory):
     rnnsearch("figures", *PARAMS, "--scores", *scores, "--attention", d / "tr/rnnsearch-50/attention.npz",
               "--src", d / "tok/test.en", "--hyp", d / "tr/rnnsearch-50/test.hyp.tok",
               "--nounk", d / "tr/rnnsearch-50/nounk.json", "--out-dir", d / "figures")
+    rnnsearch("aer", *PARAMS, "--checkpoint", d / "models/rnnsearch-50/model.pt", "--src", d / "tok/test.en",
+              "--ref", d / "tok/test.fr", "--src-vocab", d / "vocab.en.tsv", "--tgt-vocab", d / "vocab.fr.tsv",
+              "--gold", d / "raw/test.align", "--out", d / "scores/aer.json")
     rnnsearch("report", *PARAMS, "--table1", d / "tables/table1.md", "--table2", d / "tables/table2.md",
               "--figure2", d / "figures/bleu_by_length.png", "--alignments", d / "figures/alignment_a.png",
               "--scores", *scores, "--src", d / "raw/test.en", "--ref", d / "raw/test.fr",
-              "--hyps", *[f"{m}={d / f'tr/{m}/test.hyp'}" for m in models], "--out", d / "report.md")
+              "--hyps", *[f"{m}={d / f'tr/{m}/test.hyp'}" for m in models], "--aer", d / "scores/aer.json",
+              "--out", d / "report.md")
     return d
 
 
@@ -124,6 +128,9 @@ def test_score_tables_figures_report(run: Path):
         assert (run / "figures" / f).stat().st_size > 1000 or f.endswith(".csv")
     report = (run / "report.md").read_text()
     assert "Table 1" in report and "alignment_a.png" in report and "rnnsearch-50" in report
+    aer = json.loads((run / "scores/aer.json").read_text())
+    assert aer["sentences"] == 80 and 0 <= aer["argmax"]["aer"] <= 1 and aer["argmax"]["sure"] > 0
+    assert "## Alignment error rate of rnnsearch-50" in report and f"{aer['argmax']['aer']:.3f}" in report
 
 
 def test_stage_errors_name_the_file(run: Path, tmp_path: Path, capsys):

@@ -52,7 +52,7 @@ def test_adjectives_follow_the_noun_in_reverse_order_and_agree():
     rng = random.Random(0)
     seen = set()
     for _ in range(400):
-        en, fr, number = grammar.noun_phrase(rng, depth=1)
+        en, fr, _, number = grammar.noun_phrase(rng, depth=1)
         if en[-3:] == ["european", "economic", "area"]:
             seen.add(" ".join(fr))
             assert fr[-3:] == ["zone", "économique", "européenne"]  # reordered, feminine agreement
@@ -70,7 +70,7 @@ def test_one_to_many_and_many_to_one_translations():
     rng = random.Random(1)
     seen = Counter()
     for _ in range(200):
-        en, fr, _ = grammar.noun_phrase(rng, depth=1)
+        en, fr, _, _ = grammar.noun_phrase(rng, depth=1)
         text_en, text_fr = " ".join(en), " ".join(fr)
         if "post office" in text_en:  # many-to-one
             seen["compound"] += 1

@@ -23,6 +23,7 @@ STAGES_HELP = {
     "score": "7. BLEU (tokenized and sacreBLEU), All / No UNK / by sentence length",
     "tables": "8. Table 1 and Table 2",
     "figures": "8. Figure 2 and Figure 3",
+    "aer": "8. alignment error rate of the attention against gold links (reference forced)",
     "report": "9. the results page",
     "bench-decode": "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
     "bench-train": "benchmark: training speed and peak memory of one model size on random batches",
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scores", nargs="+", required=True)
     for a in ("--attention", "--src", "--hyp", "--nounk", "--out-dir"):
         p.add_argument(a, required=True)
+    p = stage("aer")
+    for a in ("--checkpoint", "--src", "--ref", "--src-vocab", "--tgt-vocab", "--gold", "--out"):
+        p.add_argument(a, required=True)
     p = stage("report")
     p.add_argument("--table1", required=True)
     p.add_argument("--table2", required=True)
@@ -98,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--src", required=True)
     p.add_argument("--ref", required=True)
     p.add_argument("--hyps", nargs="+", required=True, metavar="MODEL=FILE")
+    p.add_argument("--aer", help="the aer stage's JSON, when there is one")
     p.add_argument("--out", required=True)
 
     p = stage("bench-decode")
@@ -181,12 +186,17 @@ def run(args: argparse.Namespace) -> None:
 
         run_figures(args.scores, args.attention, args.src, args.hyp, args.nounk, p["figures"], p["seed"],
                     args.out_dir)
+    elif stage == "aer":
+        from .aer import run_aer
+
+        run_aer(args.checkpoint, args.src, args.ref, args.src_vocab, args.tgt_vocab, args.gold, p["aer.format"],
+                p["aer.threshold"], p["decode.batch_size"], p["decode.device"], args.out)
     elif stage == "report":
         from .report import run_report
 
         hyps = dict(h.split("=", 1) for h in args.hyps)
         run_report(config, args.table1, args.table2, args.figure2, args.alignments, args.scores, args.src, args.ref,
-                   hyps, args.out)
+                   hyps, args.out, args.aer)
     elif stage == "bench-decode":
         from .bench import run_bench_decode
 

@@ -32,7 +32,8 @@ STAGE_KEYS: dict[str, list[str]] = {
     "score": ["seed", "score"],
     "tables": ["score"],
     "figures": ["seed", "figures"],
-    "report": ["seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "figures"],
+    "aer": ["aer.format", "aer.threshold", "decode.batch_size", "decode.device"],
+    "report": ["seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "aer", "figures"],
     "bench-decode": ["decode"],
 }
 
@@ -48,6 +49,7 @@ STAGE_MODULES = {
     "score": ["score.py"],
     "tables": ["tables.py", "score.py"],
     "figures": ["plots.py"],
+    "aer": ["aer.py", "checkpoint.py", "presets.py", "model"],
     "report": ["report.py"],
     "bench-decode": ["bench.py", "search.py", "checkpoint.py", "presets.py", "model"],
 }
@@ -153,6 +155,8 @@ def _cross_checks(config: dict) -> list[str]:
         sizes = {**config["model"], **entry}
         switches = {**PRESETS[entry["arch"]], **entry, "n": sizes["n"]}
         problems += [f"'models.{name}': {p}" for p in check(switches)]
+    if config["aer"]["gold"] == "synthetic" and config["data"]["source"] != "synthetic":
+        problems.append("'aer.gold': 'synthetic' links exist only for data.source: synthetic (give a file, or none)")
     if fig["alignment_min_len"] > fig["alignment_max_len"]:
         problems.append("'figures.alignment_min_len' is larger than 'figures.alignment_max_len'")
     edges = config["score"]["length_buckets"]

@@ -29,7 +29,7 @@ def long_sentence_examples(src: list[str], min_len: int, k: int) -> list[int]:
 
 
 def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, alignments: list[str], score_files: list[str],
-               src_raw: str, ref_raw: str, hyp_files: dict[str, str], out: str) -> None:
+               src_raw: str, ref_raw: str, hyp_files: dict[str, str], out: str, aer_file: str | None = None) -> None:
     out_path = Path(out)
     base = out_path.parent
     scores = [read_json(f) for f in score_files]
@@ -50,6 +50,18 @@ def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, align
         lines.append(f"| {b['bucket']} ({b['sentences']} sent.) | " + " | ".join(cells) + " |")
     lines += ["", "## Figure 3: alignments of " + params["figures"]["alignment_model"], ""]
     lines += [f"![{Path(a).stem}]({_rel(a, base)})" for a in alignments]
+    if aer_file:
+        aer = read_json(aer_file)
+        lines += ["", f"## Alignment error rate of {aer['model']}", "",
+                  f"Attention against the gold links of {aer['sentences']} test sentences ({aer['gold']}), the "
+                  "reference forced; links: the argmax of α for each reference word"
+                  + (f", or every α ≥ {aer['threshold']}" if aer["threshold"] else "") + ".", "",
+                  "| links | AER | precision | recall | hard links | sure gold links |", "|---|---|---|---|---|---|"]
+        for name, key in (("argmax", "argmax"), (f"argmax + α ≥ {aer['threshold']}", "with_threshold")):
+            if key in aer:
+                r = aer[key]
+                lines.append(f"| {name} | {r['aer']:.3f} | {r['precision']:.3f} | {r['recall']:.3f} | {r['links']} | "
+                             f"{r['sure']} |")
     lines += ["", "## Table 3: translations of long test sentences", ""]
     for i in long_sentence_examples(src, 30, 3):
         lines += [f"**Sentence {i + 1}** ({len(src[i].split())} words)", "", f"- Source: {src[i]}", f"- Reference: {ref[i]}"]

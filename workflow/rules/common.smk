@@ -26,7 +26,8 @@ except rcfg.ConfigError as e:
 PARAMS = " ".join(f"--params {f}" for f in PARAMS_FILES)
 SRC, TGT = config["data"]["src"], config["data"]["tgt"]
 MODELS = list(config["models"])
-ATTENTION_MODELS = [m for m in MODELS if config["models"][m]["arch"] == "rnnsearch"]
+ALIGN_MODEL = config["figures"]["alignment_model"]
+AER_GOLD = {"synthetic": "results/data/raw/test.align", "none": None}.get(config["aer"]["gold"], config["aer"]["gold"])
 TRAIN_LENS = rcfg.train_lengths(config)
 ALIGN_LETTERS = list("abcdefghijklmnopqrstuvwxyz"[: config["figures"]["alignment_samples"]]) + ["long"]
 
@@ -70,4 +71,5 @@ def final_outputs():
         "results/figures/bleu_by_length.csv",
         *expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
         "results/report.md",
+        *(["results/scores/aer.json"] if AER_GOLD else []),
     ]

@@ -6,6 +6,7 @@ rule corpus:
         code=stage_code("corpus"),
     output:
         expand("results/data/raw/{split}.{lang}", split=["train", "dev", "test"], lang=[SRC, TGT]),
+        "results/data/raw/test.align",
     params:
         stage=stage_params("corpus"),
         files=PARAMS,

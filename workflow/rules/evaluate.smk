@@ -1,4 +1,4 @@
-# Stages 7-9: BLEU per model, Tables 1-2, Figures 2-3 and the results page.
+# Stages 7-9: BLEU per model, Tables 1-2, Figures 2-3, the alignment error rate and the results page.
 
 
 rule score:
@@ -83,6 +83,32 @@ rule figures:
         " --src {input.src} --hyp {input.hyp} --nounk {input.nounk} --out-dir results/figures --log {log}"
 
 
+if AER_GOLD:
+
+    rule aer:
+        input:
+            checkpoint=f"results/models/{ALIGN_MODEL}/model.pt",
+            src=f"results/data/tok/test.{SRC}",
+            ref=f"results/data/tok/test.{TGT}",
+            src_vocab=f"results/data/vocab.{SRC}.tsv",
+            tgt_vocab=f"results/data/vocab.{TGT}.tsv",
+            gold=AER_GOLD,
+            code=stage_code("aer"),
+        output:
+            report("results/scores/aer.json", caption="../report/aer.rst", category="Alignment"),
+        params:
+            stage=stage_params("aer"),
+            files=PARAMS,
+        conda:
+            "../../envs/rnnsearch.yaml"
+        log:
+            "results/logs/aer.log",
+        shell:
+            "rnnsearch aer {params.files} --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
+            " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab} --gold {input.gold} --out {output}"
+            " --log {log}"
+
+
 rule report:
     input:
         table1="results/tables/table1.md",
@@ -93,6 +119,7 @@ rule report:
         src=f"results/data/raw/test.{SRC}",
         ref=f"results/data/raw/test.{TGT}",
         hyps=expand("results/translations/{model}/test.hyp", model=MODELS),
+        aer=["results/scores/aer.json"] if AER_GOLD else [],
         code=stage_code("report"),
     output:
         "results/report.md",
@@ -100,6 +127,7 @@ rule report:
         stage=stage_params("report"),
         files=PARAMS,
         hyps=lambda w, input: " ".join(f"{m}={h}" for m, h in zip(MODELS, input.hyps)),
+        aer=lambda w, input: f"--aer {input.aer}" if input.aer else "",
     conda:
         "../../envs/rnnsearch.yaml"
     log:
@@ -107,4 +135,4 @@ rule report:
     shell:
         "rnnsearch report {params.files} --table1 {input.table1} --table2 {input.table2} --figure2 {input.figure2}"
         " --alignments {input.alignments} --scores {input.scores} --src {input.src} --ref {input.ref}"
-        " --hyps {params.hyps} --out {output} --log {log}"
+        " --hyps {params.hyps} {params.aer} --out {output} --log {log}"

@@ -178,11 +178,13 @@ class Grammar:
         self.verb_rank = _Zipf(len(lex.verbs), zipf)
         self.name_rank = _Zipf(len(lex.names), zipf)
 
-    # Noun phrases return (en, fr, number) where number is "sg" | "pl"
-    def noun_phrase(self, rng: random.Random, depth: int = 0) -> tuple[list[str], list[str], str]:
+    # Every method returns English tokens, French tokens and the gold word alignment between them:
+    # links (i, j, sure) between English token i and French token j (0-based), sure=False for a possible link.
+    # Noun phrases also return their number, "sg" | "pl".
+    def noun_phrase(self, rng: random.Random, depth: int = 0) -> tuple[list[str], list[str], Links, str]:
         if rng.random() < 0.08:
             name = self.lex.names[self.name_rank(rng)]
-            return [name], [name], "sg"
+            return [name], [name], [(0, 0, True)], "sg"
         noun = self.lex.nouns[self.noun_rank(rng)]
         number = "pl" if rng.random() < 0.3 else "sg"
         if number == "sg":
@@ -195,16 +197,25 @@ class Grammar:
         adjs = [self.lex.adjectives[self.adj_rank(rng)] for _ in range(n_adj)]
         head_en = list(noun.en[:-1]) + [_plural_en(noun.en[-1]) if number == "pl" else noun.en[-1]]
         head_fr = [_plural_fr(noun.fr[0]) if number == "pl" else noun.fr[0]] + list(noun.fr[1:])
-        en = ([] if det_en == "some" and rng.random() < 0.5 else [det_en]) + [a.en for a in adjs] + head_en
-        before = [_adj_fr(a, noun.gender, number) for a in adjs if a.before]
-        after = [_adj_fr(a, noun.gender, number) for a in reversed(adjs) if not a.before]
-        fr = [det_fr] + before + head_fr + after
+        en_det = [] if det_en == "some" and rng.random() < 0.5 else [det_en]
+        en = en_det + [a.en for a in adjs] + head_en
+        before = [k for k, a in enumerate(adjs) if a.before]
+        after = [k for k, a in reversed(list(enumerate(adjs))) if not a.before]
+        fr = [det_fr] + [_adj_fr(adjs[k], noun.gender, number) for k in before] + head_fr + \
+            [_adj_fr(adjs[k], noun.gender, number) for k in after]
+        d = len(en_det)  # English: [det] adjectives head; French: det before-adjectives head after-adjectives
+        links: Links = [(0, 0, True)] if en_det else []
+        links += [(d + k, 1 + p, True) for p, k in enumerate(before)]
+        links += [(d + k, 1 + len(before) + len(head_fr) + p, True) for p, k in enumerate(after)]
+        h_en, h_fr = d + len(adjs), 1 + len(before)
+        for i in range(len(head_en)):  # compound → one word, one word → "N de N" ("de" a possible link)
+            links += [(h_en + i, h_fr + j, head_fr[j] != "de" or len(head_fr) == 1) for j in range(len(head_fr))]
         if depth == 0 and rng.random() < 0.15:  # "of the N": de + le → du, de + les → des
-            pp_en, pp_fr, _ = self.noun_phrase(rng, depth + 1)
-            en, fr = en + ["of"] + pp_en, fr + _contract("de", pp_fr)
-        return en, fr, number
+            pp_en, pp_fr, pp_links, _ = self.noun_phrase(rng, depth + 1)
+            en, fr, links = _attach(en, fr, links, "of", "de", pp_en, pp_fr, pp_links)
+        return en, fr, links, number
 
-    def verb_phrase(self, rng: random.Random, number: str) -> tuple[list[str], list[str]]:
+    def verb_phrase(self, rng: random.Random, number: str) -> tuple[list[str], list[str], Links]:
         verb = self.lex.verbs[self.verb_rank(rng)]
         tense = rng.choice(("present", "present", "past", "future"))
         negated = rng.random() < 0.15
@@ -224,50 +235,86 @@ class Grammar:
             fr = ["ne"] + fr_verb + ([] if tense == "past" else ["pas"])
         else:
             fr = fr_verb
-        return en, fr
+        return en, fr, _verb_links(en, fr, tense, negated)
 
-    def clause(self, rng: random.Random) -> tuple[list[str], list[str]]:
+    def clause(self, rng: random.Random) -> tuple[list[str], list[str], Links]:
         if rng.random() < 0.2:
             pron = rng.choice(list(_PRONOUNS))
             pron_fr, number = _PRONOUNS[pron]
-            subj_en, subj_fr = [pron], [pron_fr]
+            en, fr, links = [pron], [pron_fr], [(0, 0, True)]
         else:
-            subj_en, subj_fr, number = self.noun_phrase(rng)
+            en, fr, links, number = self.noun_phrase(rng)
             if rng.random() < 0.15:  # relative clause: the verb inside agrees with the subject
-                rel_en, rel_fr = self.verb_phrase(rng, number)
-                obj_en, obj_fr, _ = self.noun_phrase(rng, 1)
-                subj_en = subj_en + ["which"] + rel_en + obj_en
-                subj_fr = subj_fr + ["qui"] + rel_fr + obj_fr
-        vp_en, vp_fr = self.verb_phrase(rng, number)
-        en, fr = subj_en + vp_en, subj_fr + vp_fr
+                rel = self.verb_phrase(rng, number)
+                obj_en, obj_fr, obj_links, _ = self.noun_phrase(rng, 1)
+                en, fr, links = _concat((en, fr, links), (["which"], ["qui"], [(0, 0, True)]), rel,
+                                        (obj_en, obj_fr, obj_links))
+        en, fr, links = _concat((en, fr, links), self.verb_phrase(rng, number))
         if rng.random() < 0.85:
-            obj_en, obj_fr, _ = self.noun_phrase(rng)
-            en, fr = en + obj_en, fr + obj_fr
+            obj_en, obj_fr, obj_links, _ = self.noun_phrase(rng)
+            en, fr, links = _concat((en, fr, links), (obj_en, obj_fr, obj_links))
         while rng.random() < 0.35:
             prep = rng.choice(list(_PREPS))
-            pp_en, pp_fr, _ = self.noun_phrase(rng, 1)
-            en, fr = en + [prep] + pp_en, fr + _contract(_PREPS[prep], pp_fr)
-        return en, fr
+            pp_en, pp_fr, pp_links, _ = self.noun_phrase(rng, 1)
+            en, fr, links = _attach(en, fr, links, prep, _PREPS[prep], pp_en, pp_fr, pp_links)
+        return en, fr, links
 
-    def fragment(self, rng: random.Random, target: int) -> tuple[list[str], list[str]]:
+    def fragment(self, rng: random.Random, target: int) -> tuple[list[str], list[str], Links]:
         if target <= 1:
-            return rng.choice(((["yes"], ["oui"]), (["no"], ["non"]), (["thanks"], ["merci"]),
-                               ([n := self.lex.names[self.name_rank(rng)]], [n])))
-        en, fr, _ = self.noun_phrase(rng)
-        return en, fr
+            en, fr = rng.choice(((["yes"], ["oui"]), (["no"], ["non"]), (["thanks"], ["merci"]),
+                                 ([n := self.lex.names[self.name_rank(rng)]], [n])))
+            return en, fr, [(0, 0, True)]
+        en, fr, links, _ = self.noun_phrase(rng)
+        return en, fr, links
 
-    def sentence(self, rng: random.Random, target: int) -> tuple[list[str], list[str]]:
+    def sentence(self, rng: random.Random, target: int) -> tuple[list[str], list[str], Links]:
         """A sentence pair whose source length is close to `target` tokens (punctuation included)."""
+        stop = (["."], ["."], [(0, 0, True)])
         if target <= 4:
-            en, fr = self.fragment(rng, target)
-            return (en + ["."], fr + ["."]) if target > 1 and rng.random() < 0.5 else (en, fr)
-        en, fr = self.clause(rng)
-        while len(en) + 1 < target:
+            pair = self.fragment(rng, target)
+            return _concat(pair, stop) if target > 1 and rng.random() < 0.5 else pair
+        pair = self.clause(rng)
+        while len(pair[0]) + 1 < target:
             conj = rng.choice(list(_CONJ))
-            nxt_en, nxt_fr = self.clause(rng)
-            comma = [","] if rng.random() < 0.5 else []
-            en, fr = en + comma + [conj] + nxt_en, fr + comma + _CONJ[conj] + nxt_fr
-        return en + ["."], fr + ["."]
+            nxt = self.clause(rng)
+            comma = [([","], [","], [(0, 0, True)])] if rng.random() < 0.5 else []
+            conj_links = [(0, j, True) for j in range(len(_CONJ[conj]))]  # because → parce que
+            pair = _concat(pair, *comma, ([conj], _CONJ[conj], conj_links), nxt)
+        return _concat(pair, stop)
+
+
+Links = list[tuple[int, int, bool]]
+
+
+def _concat(*parts: tuple[list[str], list[str], Links]) -> tuple[list[str], list[str], Links]:
+    """Concatenate aligned pieces, shifting each piece's links by the lengths before it."""
+    en, fr, links = [], [], []
+    for p_en, p_fr, p_links in parts:
+        links += [(i + len(en), j + len(fr), sure) for i, j, sure in p_links]
+        en, fr = en + p_en, fr + p_fr
+    return en, fr, links
+
+
+def _attach(en, fr, links, prep_en: str, prep_fr: str, pp_en, pp_fr, pp_links):
+    """Append "prep NP", contracting the French preposition with the NP's article (de le → du): the contracted
+    word is aligned to both the preposition and the English article."""
+    merged = _contract(prep_fr, pp_fr)
+    if len(merged) == len(pp_fr):  # contracted: merged[0] stands for prep_fr + pp_fr[0]
+        return _concat((en, fr, links), ([prep_en] + pp_en, merged, [(0, 0, True)] + [(i + 1, j, s) for i, j, s in pp_links]))
+    return _concat((en, fr, links), ([prep_en], [prep_fr], [(0, 0, True)]), (pp_en, pp_fr, pp_links))
+
+
+def _verb_links(en: list[str], fr: list[str], tense: str, negated: bool) -> Links:
+    """walks → marche; walked → a marché; will walk → marchera; does not walk → ne marche pas (does ~ marche
+    possible); did not walk → n'a pas marché; will not walk → ne marchera pas."""
+    if not negated:
+        return [(i, j, True) for i in range(len(en)) for j in range(len(fr))]  # 1-1, 1-2 or 2-1
+    not_links = [(1, 0, True), (1, fr.index("pas"), True)]  # not → ne … pas
+    if tense == "present":  # does not walk → ne marche pas
+        return not_links + [(2, 1, True), (0, 1, False)]
+    if tense == "past":  # did not walk → ne a pas marché
+        return not_links + [(0, 1, True), (2, 3, True)]
+    return not_links + [(0, 1, True), (2, 1, True)]  # will not walk → ne marchera pas
 
 
 def _contract(prep: str, np_fr: list[str]) -> list[str]:
@@ -319,8 +366,9 @@ def _train_length(rng: random.Random, max_len: int) -> int:
 
 
 def generate(seed: int, n_train: int, n_dev: int, n_test: int, n_nouns: int, n_adjectives: int,
-             n_verbs: int, n_names: int, max_len: int, zipf: float = 1.0) -> dict[str, list[tuple[str, str]]]:
-    """Return {"train", "dev", "test"} lists of raw (English, French) sentence pairs.
+             n_verbs: int, n_names: int, max_len: int, zipf: float = 1.0) -> dict[str, list]:
+    """Return {"train", "dev", "test"} lists of raw (English, French) sentence pairs, and under "test_links"
+    the gold word alignment of each test pair (links between tokens of the Moses-tokenized sentences).
 
     train/dev lengths follow a news-like distribution; test lengths are uniform over 1..max_len so that
     every length bucket of Figure 2 holds enough sentences. Test and dev sources never occur in train.
@@ -329,28 +377,35 @@ def generate(seed: int, n_train: int, n_dev: int, n_test: int, n_nouns: int, n_a
     rng = random.Random(seed)
     grammar = Grammar(Lexicon.generate(rng, n_nouns, n_adjectives, n_verbs, n_names), zipf)
 
-    def pairs(n: int, length, exclude: set[str], tolerance: int | None = None) -> list[tuple[str, str]]:
-        """n new pairs; with `tolerance`, a pair is kept only if its length is that close to the drawn target."""
-        out, seen = [], set(exclude)
+    def pairs(n: int, length, exclude: set[str], tolerance: int | None = None) -> tuple[list[tuple[str, str]], list]:
+        """n new pairs and their links; with `tolerance`, a pair is kept only if its length is that close to the
+        drawn target."""
+        out, links, seen = [], [], set(exclude)
         while len(out) < n:
             target = length()
-            en, fr = grammar.sentence(rng, target)
+            en, fr, pair_links = grammar.sentence(rng, target)
             if tolerance is not None and abs(len(en) - target) > tolerance:
                 continue
             pair = (detokenize_en(en), detokenize_fr(fr))
             if pair[0] not in seen:
                 seen.add(pair[0])
                 out.append(pair)
-        return out
+                links.append(sorted(pair_links))
+        return out, links
 
-    test = pairs(n_test, lambda: rng.randint(1, max_len), set(), tolerance=2)
-    dev = pairs(n_dev, lambda: _train_length(rng, max_len), {en for en, _ in test})
+    test, test_links = pairs(n_test, lambda: rng.randint(1, max_len), set(), tolerance=2)
+    dev, _ = pairs(n_dev, lambda: _train_length(rng, max_len), {en for en, _ in test})
     held_out = {en for en, _ in test} | {en for en, _ in dev}
-    train = pairs(n_train, lambda: _train_length(rng, max_len + 20), held_out)
-    return {"train": train, "dev": dev, "test": test}
+    train, _ = pairs(n_train, lambda: _train_length(rng, max_len + 20), held_out)
+    return {"train": train, "dev": dev, "test": test, "test_links": test_links}
 
 
-def write_corpus(corpus: dict[str, list[tuple[str, str]]], out_dir, src: str = "en", tgt: str = "fr") -> None:
-    for split, pairs in corpus.items():
-        write_lines_atomic(f"{out_dir}/{split}.{src}", [en for en, _ in pairs])
-        write_lines_atomic(f"{out_dir}/{split}.{tgt}", [fr for _, fr in pairs])
+def write_corpus(corpus: dict[str, list], out_dir, src: str = "en", tgt: str = "fr") -> None:
+    """`{split}.{src}` and `{split}.{tgt}` raw text, and `test.align`: the test set's gold alignment in the
+    NAACL 2003 format, one link per line, "sentence source-position target-position S|P", all 1-based."""
+    for split in ("train", "dev", "test"):
+        write_lines_atomic(f"{out_dir}/{split}.{src}", [en for en, _ in corpus[split]])
+        write_lines_atomic(f"{out_dir}/{split}.{tgt}", [fr for _, fr in corpus[split]])
+    write_lines_atomic(f"{out_dir}/test.align", [f"{k} {i + 1} {j + 1} {'S' if sure else 'P'}"
+                                                 for k, links in enumerate(corpus["test_links"], 1)
+                                                 for i, j, sure in links])
