@@ -1,13 +1,20 @@
-"""BLEU: tokenized BLEU equals an independent multi-bleu.perl computation; buckets sum n-gram statistics."""
+"""BLEU: tokenized BLEU equals an independent multi-bleu.perl computation; buckets sum n-gram statistics; on real
+text (newstest2014) the scorer agrees with the sacrebleu command."""
 
 from __future__ import annotations
 
+import json
 import math
+import random
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from rnnsearch.score import bleu_by_length, buckets, no_unk_ids, sacre_bleu, tokenized_bleu
+from rnnsearch.text import tokenize_lines
 from rnnsearch.vocab import build_vocab
 
 HYPS = ["le chat est sur le tapis .", "il y a un chat sur le tapis", "la maison bleue", "je ne sais pas ."]
@@ -74,3 +81,35 @@ def test_bucket_bleu_from_summed_statistics_and_bootstrap_interval():
     assert bootstrap_interval(many, 200, seed=1) == (lo, hi)  # seeded: reproducible
     rows = bleu_by_length(["a"] * 100, [h for h in HYPS] * 25, REFS * 25, [10], bootstrap=200, seed=1)
     assert rows[0]["ci_low"] <= rows[0]["bleu"] <= rows[0]["ci_high"] and rows[1]["ci_low"] is None
+
+
+def test_real_text_sacrebleu_matches_the_sacrebleu_command(shared_data, tmp_path):
+    """newstest2014 (the paper's test set): the reference scores 100 against itself, and a perturbed copy gets
+    from the scorer exactly what the `sacrebleu` command prints, with the same signature."""
+    ref = (shared_data / "newstest2014" / "newstest2014.fr").read_text(encoding="utf-8").splitlines()
+    assert len(ref) == 3003
+    assert sacre_bleu(ref, ref)[0] == pytest.approx(100.0, abs=1e-9)
+    rng = random.Random(0)
+    hyp = []
+    for line in ref:  # drop some words, swap neighbours: a plausible system output
+        words = [w for w in line.split() if rng.random() > 0.15]
+        if len(words) > 3 and rng.random() < 0.5:
+            k = rng.randrange(len(words) - 1)
+            words[k], words[k + 1] = words[k + 1], words[k]
+        hyp.append(" ".join(words))
+    (tmp_path / "ref").write_text("\n".join(ref) + "\n", encoding="utf-8")
+    (tmp_path / "hyp").write_text("\n".join(hyp) + "\n", encoding="utf-8")
+    cli = Path(sys.executable).parent / "sacrebleu"
+    out = json.loads(subprocess.run([str(cli), str(tmp_path / "ref"), "-i", str(tmp_path / "hyp"), "-m", "bleu"],
+                                    capture_output=True, text=True, check=True).stdout)
+    score, signature = sacre_bleu(hyp, ref)
+    assert 20 < score < 90 and round(score, 1) == float(out["score"])
+    assert signature == out["signature"]
+    # tokenized BLEU (the paper era's multi-bleu on Moses tokens) against `sacrebleu -tok none`
+    ref_tok, hyp_tok = tokenize_lines(ref, "fr"), tokenize_lines(hyp, "fr")
+    (tmp_path / "ref.tok").write_text("\n".join(ref_tok) + "\n", encoding="utf-8")
+    (tmp_path / "hyp.tok").write_text("\n".join(hyp_tok) + "\n", encoding="utf-8")
+    out_tok = json.loads(subprocess.run([str(cli), str(tmp_path / "ref.tok"), "-i", str(tmp_path / "hyp.tok"), "-m",
+                                         "bleu", "-tok", "none"], capture_output=True, text=True, check=True).stdout)
+    assert round(tokenized_bleu(hyp_tok, ref_tok).score, 1) == float(out_tok["score"])
+    assert tokenized_bleu(hyp_tok, ref_tok).score == pytest.approx(multi_bleu(hyp_tok, ref_tok), abs=1e-6)
