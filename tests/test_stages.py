@@ -178,6 +178,17 @@ def test_translate_your_own_sentences(run: Path, tmp_path: Path, capsys, monkeyp
     assert main(["translate", "--checkpoint", str(run / "models/rnnencdec-30/model.pt"), "--input",
                  str(tmp_path / "in.en"), "--alignment"]) == 2
     assert "no alignment model" in capsys.readouterr().err
+    # n-best: Moses-style lines, the best first and equal to the 1-best output, scores not increasing
+    assert main(["translate", "--checkpoint", str(ckpt), "--input", str(tmp_path / "in.en"), "--beam", "3",
+                 "--n-best", "3", "--no-length-norm"]) == 0
+    rows = [line.split(" ||| ") for line in capsys.readouterr().out.splitlines()]
+    assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    for k in range(3):
+        scores = [float(r[2]) for r in rows[3 * k : 3 * k + 3]]
+        assert scores == sorted(scores, reverse=True)
+    assert main(["translate", "--checkpoint", str(ckpt), "--input", str(tmp_path / "in.en"), "--beam", "2",
+                 "--n-best", "3"]) == 2
+    assert "--n-best 3 needs --beam of at least 3" in capsys.readouterr().err
 
 
 def test_bench_decode_reports_what_it_measured(run: Path, tmp_path: Path):

@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     user.add_argument("--max-len-a", type=float, default=1.5)
     user.add_argument("--max-len-b", type=int, default=10)
     user.add_argument("--no-length-norm", action="store_true")
+    user.add_argument("--n-best", type=int, default=1, metavar="N",
+                      help="print the N best translations per sentence as 'sentence ||| translation ||| log-prob "
+                           "||| log-prob per word' (sentences numbered from 0, as Moses does)")
     user.add_argument("--src-lang", default="en")
     user.add_argument("--tgt-lang", default="fr")
     user.add_argument("--alignment", action="store_true", help="draw each alignment as text on stderr")
@@ -233,10 +236,18 @@ def translate_user(args: argparse.Namespace) -> None:
         from .textio import read_lines
 
         lines = read_lines(args.input)
+    if args.n_best > args.beam:
+        raise InputError(f"--n-best {args.n_best} needs --beam of at least {args.n_best} (got {args.beam})")
     results = translate_text(args.checkpoint, lines, args.beam, args.max_len_a, args.max_len_b,
-                             not args.no_length_norm, args.src_lang, args.tgt_lang, args.src_vocab, args.tgt_vocab)
-    for i, (text, src, out, alpha) in enumerate(results, 1):
-        print(text, flush=True)
+                             not args.no_length_norm, args.src_lang, args.tgt_lang, args.src_vocab, args.tgt_vocab,
+                             n_best=args.n_best)
+    for i, nbest in enumerate(results, 1):
+        if args.n_best > 1:
+            for text, _, out, _, score in nbest:
+                print(f"{i - 1} ||| {text} ||| {score:.4f} ||| {score / (len(out) - 1 or 1):.4f}", flush=True)
+        else:
+            print(nbest[0][0], flush=True)
+        text, src, out, alpha, _ = nbest[0]
         if alpha is None and (args.alignment or args.heatmap_dir):
             raise InputError(f"{args.checkpoint}: this model has no alignment model (RNNencdec): no alignments")
         if args.alignment:

@@ -122,23 +122,33 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
 
 def translate_ids(model, src_ids: list[list[int]], beam: int, batch_size: int, max_len_a: float, max_len_b: int,
                   forbid_unk: bool = False, length_norm: bool = True, device="cpu", progress=None) -> list[Hypothesis]:
-    """Best hypothesis for each source sentence (id lists ending in </s>), in input order.
+    """Best hypothesis for each source sentence (id lists ending in </s>), in input order."""
+    return [h[0] for h in translate_nbest(model, src_ids, beam, batch_size, max_len_a, max_len_b, forbid_unk,
+                                          length_norm, device, progress)]
+
+
+def translate_nbest(model, src_ids: list[list[int]], beam: int, batch_size: int, max_len_a: float, max_len_b: int,
+                    forbid_unk: bool = False, length_norm: bool = True, device="cpu", progress=None,
+                    n_best: int = 1) -> list[list[Hypothesis]]:
+    """The `n_best` (≤ beam) best finished hypotheses of each source sentence, best first, in input order.
 
     Sentences are decoded in length-sorted batches; the result does not depend on the batch composition
     beyond floating-point summation order.
     """
+    if n_best > beam:
+        raise ValueError(f"n-best {n_best} needs a beam at least as wide (beam {beam})")
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-    result: list[Hypothesis | None] = [None] * len(src_ids)
+    result: list[list[Hypothesis]] = [[] for _ in src_ids]
     for k in range(0, len(order), batch_size):
         idx = order[k : k + batch_size]
         x = pad([src_ids[i] for i in idx]).to(device)
         lengths = torch.tensor([len(src_ids[i]) for i in idx])
         if beam == 1:
-            best = greedy(model, x, lengths, max_len_a, max_len_b, forbid_unk)
+            found = [[h] for h in greedy(model, x, lengths, max_len_a, max_len_b, forbid_unk)]
         else:
-            best = [h[0] for h in beam_search(model, x, lengths, beam, max_len_a, max_len_b, forbid_unk, length_norm)]
-        for i, h in zip(idx, best):
-            result[i] = h
+            found = beam_search(model, x, lengths, beam, max_len_a, max_len_b, forbid_unk, length_norm, n_best)
+        for i, hyps in zip(idx, found):
+            result[i] = hyps
         if progress is not None:
             progress.update(len(idx))
-    return result  # type: ignore[return-value]
+    return result

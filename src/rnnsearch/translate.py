@@ -12,7 +12,7 @@ import torch
 
 from .checkpoint import check_vocabs, load_checkpoint, model_of
 from .score import no_unk_ids
-from .search import translate_ids
+from .search import translate_ids, translate_nbest
 from .text import detokenize_lines
 from .textio import atomic_path, read_lines, write_json_atomic, write_lines_atomic
 from .train import resolve_device
@@ -88,8 +88,9 @@ def alignment_text(alpha, src: list[str], hyp: list[str]) -> str:
 
 def translate_text(checkpoint: str, lines: list[str], beam: int, max_len_a: float, max_len_b: int,
                    length_norm: bool, src_lang: str, tgt_lang: str, src_vocab: str | None = None,
-                   tgt_vocab: str | None = None, batch_size: int = 32):
-    """Raw sentences in, (detokenized translation, source tokens, output tokens, α or None) out, in order."""
+                   tgt_vocab: str | None = None, batch_size: int = 32, n_best: int = 1):
+    """Raw sentences in; per sentence, in order, its `n_best` translations, best first, each as
+    (detokenized translation, source tokens, output tokens, α or None, log-probability)."""
     from .checkpoint import load_checkpoint, model_of, vocabs_of
     from .text import tokenize_lines
 
@@ -97,9 +98,10 @@ def translate_text(checkpoint: str, lines: list[str], beam: int, max_len_a: floa
     model, _ = model_of(state, checkpoint)
     sv, tv = (Vocab.load(src_vocab), Vocab.load(tgt_vocab)) if src_vocab and tgt_vocab else vocabs_of(state, checkpoint)
     src_tok = tokenize_lines(lines, src_lang)
-    hyps = translate_ids(model, [sv.encode(s.split()) for s in src_tok], beam=beam, batch_size=batch_size,
-                         max_len_a=max_len_a, max_len_b=max_len_b, length_norm=length_norm)
-    outputs = [tv.decode(h.tokens) for h in hyps]
-    detok = detokenize_lines([" ".join(o) for o in outputs], tgt_lang)
-    for text, src, out, h in zip(detok, src_tok, outputs, hyps):
-        yield text, src.split() + ["</s>"], out + ["</s>"], h.alpha
+    nbest = translate_nbest(model, [sv.encode(s.split()) for s in src_tok], beam=beam, batch_size=batch_size,
+                            max_len_a=max_len_a, max_len_b=max_len_b, length_norm=length_norm, n_best=n_best)
+    for src, hyps in zip(src_tok, nbest):
+        outputs = [tv.decode(h.tokens) for h in hyps]
+        detok = detokenize_lines([" ".join(o) for o in outputs], tgt_lang)
+        yield [(text, src.split() + ["</s>"], out + ["</s>"], h.alpha, h.score)
+               for text, out, h in zip(detok, outputs, hyps)]
