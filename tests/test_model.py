@@ -133,7 +133,7 @@ def test_rnnsearch_parameter_count_matches_the_closed_form_at_paper_size():
     decoder = Ky * m + (3 * n * m + 3 * n) + 2 * n * n + n * n + 3 * n * 2 * n  # E, W, U_zr, U, C
     output = (n * 2 * l + 2 * l) + m * 2 * l + 2 * n * 2 * l + (l * Ky + Ky)  # U_o, V_o, C_o, W_o
     model = build_model({"arch": "rnnsearch", **PAPER}, Kx, Ky)
-    assert model.num_parameters() == encoder + attention + init + decoder + output  # 91.6M
+    assert model.num_parameters() == encoder + attention + init + decoder + output == 80_453_223
 
 
 def test_rnnencdec_parameter_count_matches_the_closed_form_at_paper_size():

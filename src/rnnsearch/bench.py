@@ -70,8 +70,8 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
                     seed: int, out: str) -> dict:
     """Training speed and memory of one model for batches of `batch` sentence pairs of `length` words each side.
 
-    Random word ids (uniform over the shortlist; speed does not depend on the words), one untimed warm-up
-    update, then `steps` timed updates: forward, backward, clipping, Adadelta step. Words/s counts source and
+    Random word ids (uniform over the shortlist; speed does not depend on the words), two untimed warm-up
+    updates (the allocator grows and the optimizer creates its state in the first two), then `steps` timed updates: forward, backward, clipping, Adadelta step. Words/s counts source and
     target words (</s> included). Run one configuration per process: peak RSS is the process's.
     """
     from .model import build_model
@@ -89,7 +89,8 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     sents = [torch.randint(3, K, (length,), generator=g).tolist() + [1] for _ in range(2 * batch)]
     b = make_batch(sents[:batch], sents[batch:], list(range(batch))).to(device)
     times = []
-    for step in range(steps + 1):
+    warmup = 2
+    for step in range(warmup + steps):
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
@@ -100,13 +101,13 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
         optimizer.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        if step:  # the first update warms up the allocator and thread pool
+        if step >= warmup:
             times.append(time.perf_counter() - start)
         log.info("%s %s update %d: %.2f s", arch, size, step, time.perf_counter() - start)
     seconds = sum(times) / len(times)
     words = b.source_words + b.target_words
     result = {"benchmark": "train", "arch": arch, "size": size, "sizes": sizes, "parameters": model.num_parameters(),
-              "batch": batch, "length": length, "timed_updates": steps, "seconds_per_update": round(seconds, 3),
+              "batch": batch, "length": length, "warmup_updates": warmup, "timed_updates": steps, "seconds_per_update": round(seconds, 3),
               "words_per_s": round(words / seconds, 1), "sentences_per_s": round(batch / seconds, 2),
               "peak_rss_mb": round(peak_rss_mb(), 1), "device": str(device), "machine": machine()}
     if device.type == "cuda":

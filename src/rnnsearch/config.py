@@ -52,6 +52,7 @@ STAGE_MODULES = {
     "aer": ["aer.py", "checkpoint.py", "presets.py", "model"],
     "report": ["report.py"],
     "bench-decode": ["bench.py", "search.py", "checkpoint.py", "presets.py", "model"],
+    "bench-train": ["bench.py", "train.py", "batching.py", "presets.py", "model"],
 }
 
 
