@@ -8,6 +8,7 @@ that model's jobs and the aggregates; `dvc repro` runs the same commands and get
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import re
@@ -82,6 +83,37 @@ def test_snakemake_runs_everything_then_nothing(workspace: Path):
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+def browser() -> str | None:
+    return next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
+def test_html_report_renders_its_figures_in_a_browser(workspace: Path, tmp_path: Path):
+    """`snakemake --report`, then headless Chromium opens every result as a reader would (category, then the
+    eye button) and reports the images the page shows: every figure must be there and decode."""
+    chrome = browser()
+    if chrome is None:
+        pytest.skip("no chromium on this machine (.ci/run installs Debian's chromium)")
+    sh([str(BIN / "snakemake"), "--report", "results/report.html"], workspace)
+    page = (workspace / "results/report.html").read_text(encoding="utf-8")
+    script = (Path(__file__).parent / "browser" / "report_check.js").read_text(encoding="utf-8")
+    head, tail = page.rsplit("</body>", 1)  # the report's scripts contain "</body>" in strings: take the last
+    check = tmp_path / "report_check.html"
+    check.write_text(f'{head}<script>const CATEGORIES = ["Figures", "Tables", "Alignment"];\n{script}</script>'
+                     f"</body>{tail}", encoding="utf-8")
+    dom = subprocess.run([chrome, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=120000",
+                          "--dump-dom", check.as_uri()], capture_output=True, text=True, timeout=300).stdout
+    found = dom.rsplit('<pre id="rnnsearch-check">', 1)
+    assert len(found) == 2, "the check script did not finish in the page"
+    report = json.loads(html.unescape(found[1].split("</pre>", 1)[0]))
+    assert report["error"] is None and report["categories"] == {"Figures": True, "Tables": True, "Alignment": True}
+    figures = ["bleu_by_length.png", "alignment_a.png", "alignment_b.png", "alignment_long.png"]
+    for name in figures:
+        shown = report["shown"][f"results/figures/{name}"]["images"]
+        assert shown and all(complete and w > 100 and h > 100 for complete, w, h in shown), (name, shown)
+    for name in ("tables/table1.csv", "tables/table2.md", "scores/aer.json"):
+        assert f"results/{name}" in report["shown"]
+
+
 def test_changing_one_model_reruns_only_what_depends_on_it(workspace: Path):
     params = workspace / "params.yaml"
     original = params.read_text()
@@ -113,6 +145,10 @@ def test_dvc_repro_gives_the_same_results_and_tracks_params(workspace: Path):
         sb = json.loads((workspace / f"results/models/{m}/train_stats.json").read_text())
         assert (sa["train_nll"], sa["dev_nll"]) == (sb["train_nll"], sb["dev_nll"])
     assert "up to date" in sh([str(BIN / "dvc"), "status"], workspace).stdout
+    plots = json.loads(sh([str(BIN / "dvc"), "plots", "show", "--json"], workspace).stdout)
+    names = set(plots["data"]) if "data" in plots else set(plots)
+    assert {"results/models/rnnsearch-50/validation.tsv", "results/figures/bleu_by_length.png",
+            "results/figures/alignment_a.png"} <= names, sorted(names)
 
     params = workspace / "params.yaml"
     original = params.read_text()

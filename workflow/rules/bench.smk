@@ -32,7 +32,7 @@ rule bench_train:
     wildcard_constraints:
         size="paper|bench",
         arch="rnnsearch|rnnencdec|luong",
-    threads: workflow.cores
+    threads: 256  # all of --cores: Snakemake caps a job's threads at the cores it is given
     conda:
         "../../envs/rnnsearch.yaml"
     log:
