@@ -172,6 +172,8 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
         batches.restore(state["data_position"])
         progress = state["progress"]
         torch.set_rng_state(state["rng"])
+        if device.type == "cuda" and state.get("cuda_rng") is not None:  # dropout masks on the GPU
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
         log.info("%s: resuming from %s at update %d", name, ckpt_path, progress["update"])
     else:  # states left by an earlier run that did not finish
         for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt")]:
@@ -185,6 +187,7 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
         progress["seconds"] = seconds_before + time.perf_counter() - start
         save_checkpoint(path, model, optimizer, progress["update"], batches.state(), config,
                         progress=progress, rng=torch.get_rng_state(), git=git_commit(),
+                        cuda_rng=torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
                         vocab={"src": src_vocab.words, "tgt": tgt_vocab.words})  # self-contained for translation
 
     def run_validation(update: int) -> bool:
