@@ -158,6 +158,25 @@ def test_stage_errors_name_the_file(run: Path, tmp_path: Path, capsys):
     assert not (tmp_path / "tr").exists() or not any((tmp_path / "tr").iterdir())
 
 
+def test_malformed_text_inputs_name_the_file_and_line(run: Path, tmp_path: Path, capsys):
+    """Empty files, invalid UTF-8 and misaligned files stop the scorer with the file (and line) named."""
+    hyp_dir = tmp_path / "hyps"
+    hyp_dir.mkdir()
+    score = ["score", *PARAMS, "--model", "rnnsearch-50", "--src", str(run / "tok/test.en"), "--ref-tok",
+             str(tmp_path / "ref.tok"), "--ref", str(run / "raw/test.fr"), "--hyp-dir", str(hyp_dir),
+             "--out", str(tmp_path / "s.json")]
+    for name in ("test.hyp", "test.hyp.tok", "ref.tok"):
+        (tmp_path / name if name == "ref.tok" else hyp_dir / name).write_text("")
+    assert main(score) == 2
+    assert "ref.tok: no sentences to score" in capsys.readouterr().err
+    (hyp_dir / "test.hyp.tok").write_bytes(b"le chat\nla maison \xe9t\xe9\n")  # Latin-1, not UTF-8
+    (tmp_path / "ref.tok").write_text("le chat\nla maison\n")
+    assert main(score) == 2
+    err = capsys.readouterr().err
+    assert "test.hyp.tok:2: invalid UTF-8 at byte 10 of the line" in err and "Traceback" not in err
+    assert not (tmp_path / "s.json").exists()
+
+
 def test_translate_your_own_sentences(run: Path, tmp_path: Path, capsys, monkeypatch):
     """`rnnsearch translate --checkpoint M`: stdin or a file in, one translation per line out, alignments on request."""
     import io
