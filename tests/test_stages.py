@@ -158,6 +158,22 @@ def test_stage_errors_name_the_file(run: Path, tmp_path: Path, capsys):
     assert not (tmp_path / "tr").exists() or not any((tmp_path / "tr").iterdir())
 
 
+def test_figure3_a_is_the_configured_sentence(run: Path, tmp_path: Path, capsys, monkeypatch):
+    from rnnsearch import plots
+
+    drawn = {}
+    monkeypatch.setattr(plots, "alignment_figure", lambda alpha, src, hyp, title, path: drawn.setdefault(path.name, title))
+    figures = ["figures", "--scores", str(run / "scores/rnnsearch-50.json"), "--attention",
+               str(run / "tr/rnnsearch-50/attention.npz"), "--src", str(run / "tok/test.en"), "--hyp",
+               str(run / "tr/rnnsearch-50/test.hyp.tok"), "--nounk", str(run / "tr/rnnsearch-50/nounk.json")]
+    for line, code in ((5, 0), (81, 2)):  # the tiny test set has 80 sentences
+        (tmp_path / "fig.yaml").write_text(f"figures: {{alignment_sentence: {line}}}\n")
+        assert main([*figures, *PARAMS, "--params", str(tmp_path / "fig.yaml"), "--out-dir", str(tmp_path)]) == code
+    assert drawn["alignment_a.png"] == "(a) test sentence 5" and drawn["alignment_b.png"] != "(b) test sentence 5"
+    err = capsys.readouterr().err
+    assert "'figures.alignment_sentence': 81 is not a line of" in err and "(80 sentences)" in err
+
+
 def test_malformed_text_inputs_name_the_file_and_line(run: Path, tmp_path: Path, capsys):
     """Empty files, invalid UTF-8 and misaligned files stop the scorer with the file (and line) named."""
     hyp_dir = tmp_path / "hyps"

@@ -100,13 +100,17 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
     src_tok, hyp_tok = read_lines(src_tok_path), read_lines(hyp_tok_path)
     with np.load(attention) as npz:
         alphas = {int(k): npz[k].astype(np.float32) for k in npz.files}
-    chosen = pick_alignment_sentences(src_tok, read_json(nounk_path)["ids"], set(alphas),
+    chosen = pick_alignment_sentences(src_tok, read_json(nounk_path)["ids"], set(alphas) - {fig_cfg["alignment_sentence"] - 1},
                                       fig_cfg["alignment_min_len"], fig_cfg["alignment_max_len"],
                                       fig_cfg["alignment_samples"], seed)
     long = pick_alignment_sentences(src_tok, read_json(nounk_path)["ids"], set(alphas), fig_cfg["long_min_len"],
                                     10**6, 1, seed)
+    fixed = fig_cfg["alignment_sentence"] - 1
+    if fixed not in alphas:
+        raise InputError(f"'figures.alignment_sentence': {fixed + 1} is not a line of {src_tok_path} "
+                         f"({len(src_tok)} sentences) with an attention matrix in {attention}")
     written = []
-    for letter, i in [*zip("abcdefghijklmnopqrstuvwxyz", chosen), ("long", long[0])]:
+    for letter, i in [*zip("abcdefghijklmnopqrstuvwxyz", [fixed, *chosen]), ("long", long[0])]:
         src = src_tok[i].split() + ["</s>"]
         hyp = hyp_tok[i].split() + ["</s>"]
         alpha = alphas[i]

@@ -29,7 +29,7 @@ MODELS = list(config["models"])
 ALIGN_MODEL = config["figures"]["alignment_model"]
 AER_GOLD = {"synthetic": "results/data/raw/test.align", "none": None}.get(config["aer"]["gold"], config["aer"]["gold"])
 TRAIN_LENS = rcfg.train_lengths(config)
-ALIGN_LETTERS = list("abcdefghijklmnopqrstuvwxyz"[: config["figures"]["alignment_samples"]]) + ["long"]
+ALIGN_LETTERS = list("abcdefghijklmnopqrstuvwxyz"[: 1 + config["figures"]["alignment_samples"]]) + ["long"]
 
 
 wildcard_constraints:
