@@ -4,9 +4,12 @@ functions (no Snakemake), and the real data in ../shared/data when it is there."
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rnnsearch import config as cfg
 
@@ -24,3 +27,18 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "PROVENANCE.md").exists():
         pytest.skip(f"real data not found at {SHARED_DATA} (set RNNSEARCH_SHARED_DATA)")
     return SHARED_DATA
+
+
+def repo_copy(dest: Path, overrides: dict | None = None) -> Path:
+    """The repository's files (as a fresh clone would have them) in `dest`, with params.yaml replaced by the tiny
+    config merged over it, then `overrides`."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        if (REPO / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, dest / f)
+    merged = cfg.merge(cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"]), overrides or {})
+    cfg.validate(merged)
+    (dest / "params.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
+    return dest

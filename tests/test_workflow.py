@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rnnsearch import config as cfg
 
-from .conftest import REPO
+from .conftest import REPO, repo_copy
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
@@ -45,15 +44,7 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
     """A copy of the repository's files (as a fresh clone would have them) with the tiny params.yaml."""
-    ws = tmp_path_factory.mktemp("ws")
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for f in files:
-        if (REPO / f).is_file():
-            (ws / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, ws / f)
-    merged = cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])
-    (ws / "params.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
+    ws = repo_copy(tmp_path_factory.mktemp("ws"))
     sh([str(BIN / "rnnsearch"), "dvc-yaml"], ws)  # the tiny config draws 2 alignment figures, not 4
     sh(["git", "init", "-q"], ws)
     sh(["git", "add", "-A"], ws)

@@ -258,7 +258,7 @@ def translate_user(args: argparse.Namespace) -> None:
             alignment_figure(alpha.numpy(), src, out, f"sentence {i}", Path(args.heatmap_dir) / f"alignment_{i}.png")
 
 
-def _setup_logging(log_file: str | None, quiet: bool = False) -> None:
+def _setup_logging(log_file: str | None, quiet: bool = False, append: bool = False) -> None:
     fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(fmt)
@@ -266,7 +266,7 @@ def _setup_logging(log_file: str | None, quiet: bool = False) -> None:
     handlers: list[logging.Handler] = [console]
     if log_file:
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(log_file, mode="w", encoding="utf-8")
+        handler = logging.FileHandler(log_file, mode="a" if append else "w", encoding="utf-8")
         handler.setFormatter(fmt)
         handlers.append(handler)
     logging.basicConfig(level=logging.INFO, handlers=handlers, force=True)
@@ -275,9 +275,14 @@ def _setup_logging(log_file: str | None, quiet: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(getattr(args, "log", None), quiet=_user_translate(args))
+    # a training that resumes (a chain of cluster jobs) continues the log of the run it continues
+    resuming = args.stage == "train" and (Path(args.out_dir) / "checkpoint.pt").exists()
+    _setup_logging(getattr(args, "log", None), quiet=_user_translate(args), append=resuming)
     log = logging.getLogger("rnnsearch")
     log.info("rnnsearch %s: %s", args.stage, " ".join(sys.argv[1:] if argv is None else argv))
+    if os.environ.get("SLURM_JOB_ID"):  # evidence of where a job ran, for the log and the Slurm tests
+        log.info("Slurm job %s on %s, CUDA_VISIBLE_DEVICES=%r", os.environ["SLURM_JOB_ID"],
+                 os.environ.get("SLURMD_NODENAME", "?"), os.environ.get("CUDA_VISIBLE_DEVICES"))
     try:
         run(args)
     except Interrupted as e:

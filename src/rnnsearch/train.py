@@ -33,13 +33,16 @@ log = logging.getLogger("rnnsearch.train")
 
 
 def resolve_device(name: str) -> torch.device:
-    """`auto` takes CUDA when there is one; `cuda` without a GPU falls back to the CPU and says so."""
+    """`auto` takes CUDA when there is one; `cuda` without a usable GPU, or a GPU allocated by the scheduler
+    (CUDA_VISIBLE_DEVICES set) that CUDA cannot use, falls back to the CPU and says so."""
     if name == "cpu":
         return torch.device("cpu")
     if torch.cuda.is_available():
         return torch.device("cuda")
-    if name == "cuda":
-        log.warning("device 'cuda' requested but CUDA is not available here: running on the CPU")
+    allocated = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if name == "cuda" or allocated not in ("", "-1"):
+        log.warning("a GPU was requested (device %s, CUDA_VISIBLE_DEVICES=%r) but CUDA is not available here: "
+                    "running on the CPU", name, allocated)
     return torch.device("cpu")
 
 
@@ -156,8 +159,9 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
     batches = PaperBatches(src, tgt, train_cfg["batch_size"], train_cfg["sort_batches"], seed, train_cfg["batch_tokens"])
     # window: summed NLL, sentences and words since the last log line; curve: the logged windows;
     # validations: one row per dev evaluation; best: the best dev BLEU so far; bad: validations since then
+    # runs: one entry per process that worked on this training (a chain of cluster jobs has several)
     progress = {"update": 0, "seconds": 0.0, "window": [0.0, 0, 0], "curve": [], "validations": [],
-                "best": None, "bad": 0}
+                "best": None, "bad": 0, "runs": []}
     ckpt_path = out / "checkpoint.pt"
     resumed = ckpt_path.exists()
     if resumed:
@@ -175,9 +179,15 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
         if device.type == "cuda" and state.get("cuda_rng") is not None:  # dropout masks on the GPU
             torch.cuda.set_rng_state(state["cuda_rng"], device)
         log.info("%s: resuming from %s at update %d", name, ckpt_path, progress["update"])
+        runs = progress.setdefault("runs", [])
+        if runs and runs[-1]["ended_by"] is None:  # killed without a signal: it lost what followed its checkpoint
+            runs[-1]["ended_by"] = "killed (lost the updates after its last checkpoint)"
     else:  # states left by an earlier run that did not finish
         for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt")]:
             old.unlink()
+    run = {"start": progress["update"], "end": progress["update"], "ended_by": None,
+           "slurm_job": os.environ.get("SLURM_JOB_ID"), "host": platform.node()}
+    progress["runs"].append(run)
     log.info("%s: %s", name, ", ".join(f"{k} {v}" for k, v in model.cfg.items()))
     log.info("%s: %s parameters, %d training pairs, %d dev pairs, device %s%s, git %s", name,
              f"{model.num_parameters():,}", len(src), len(dev_src), device, " (bf16 autocast)" if bf16 else "",
@@ -267,6 +277,7 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
                          progress["bad"])
                 break
             if stop or (every and update % every == 0):
+                run.update(end=update, ended_by=f"signal {stop['signal']}" if stop else None)
                 save(ckpt_path)
                 _keep_last(out, update, train_cfg["keep_checkpoints"])
                 _prune_best(out, progress["best"])
@@ -280,6 +291,7 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
     if not progress["validations"] or progress["validations"][-1]["update"] != progress["update"]:
         run_validation(progress["update"])  # the final state is always validated
     final_update, train_nll = progress["update"], _smoothed_train_nll(curve)
+    run.update(end=final_update, ended_by="early stop" if _patience_spent(progress, train_cfg) else "update budget")
 
     best = progress["best"]
     best_path = _best_path(out, best["update"])
@@ -292,7 +304,7 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
         "train_nll": train_nll, "dev_nll": selected["dev_nll"], "dev_nll_per_word": selected["dev_nll_per_word"],
         "dev_bleu": selected["dev_bleu"], "selected_update": best["update"],
         "early_stopped": _patience_spent(progress, train_cfg) and final_update < max_updates,
-        "train_pairs": len(src), "git": git_commit(),
+        "train_pairs": len(src), "git": git_commit(), "runs": progress["runs"],
     }
     best_path.replace(out / "model.pt")
     _prune_best(out, None)

@@ -13,6 +13,8 @@ rule bench_decode:
         stage=stage_params("bench-decode"),
         files=PARAMS,
     threads: config["decode"]["threads"]
+    resources:
+        **cluster_resources("decode"),
     conda:
         "../../envs/rnnsearch.yaml"
     log:

@@ -56,6 +56,12 @@ def train_cost(model):
     return updates * entry["train_max_len"] * (2 if entry["arch"] == "rnnsearch" else 1) // 1000
 
 
+def cluster_resources(kind):
+    """Slurm resources of a GPU-capable stage ("train" or "decode") from params.yaml's `cluster`."""
+    c = config["cluster"][kind]
+    return {"mem_mb": c["mem_mb"], "runtime": c["runtime"], **({"gpu": c["gpu"]} if c["gpu"] else {})}
+
+
 def train_file(model, lang):
     return f"results/data/train{config['models'][model]['train_max_len']}.{lang}"
 

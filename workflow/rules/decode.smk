@@ -21,6 +21,8 @@ rule translate:
         stage=stage_params("translate"),
         files=PARAMS,
     threads: config["decode"]["threads"]
+    resources:
+        **cluster_resources("decode"),
     conda:
         "../../envs/rnnsearch.yaml"
     log:

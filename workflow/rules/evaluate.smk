@@ -96,6 +96,8 @@ if AER_GOLD:
             code=stage_code("aer"),
         output:
             report("results/scores/aer.json", caption="../report/aer.rst", category="Alignment"),
+        resources:
+            **cluster_resources("decode"),
         params:
             stage=stage_params("aer"),
             files=PARAMS,

@@ -19,6 +19,9 @@ rule train:
         stage=lambda w: stage_params("train", w.model),
         files=PARAMS,
     threads: config["train"]["threads"]
+    resources:
+        **cluster_resources("train"),
+    retries: config["cluster"]["train"]["attempts"] - 1  # exit 75 after SIGTERM: resubmitted, resumes
     priority: lambda w: train_cost(w.model)
     conda:
         "../../envs/rnnsearch.yaml"

@@ -1,0 +1,104 @@
+"""`snakemake --profile slurm` against a real Slurm: the tiny pipeline through the shipped profile, with every
+job submitted to Slurm, training jobs holding a GPU, and the results of a local run; and a training killed at
+its Slurm time limit that is resubmitted and resumes, job after job, to its full update budget.
+
+Needs a running Slurm (`workflow/slurm/local-cluster.sh` starts a one-node cluster; `.ci/run` does); skips,
+saying so, where there is none.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import repo_copy
+
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.slow
+# The shipped profile, plus what a cluster without accounting needs (squeue, not sacct) and quick polling.
+SLURM = ["--profile", "workflow/profiles/slurm", "--slurm-status-command", "squeue",
+         "--slurm-init-seconds-before-status-checks", "2", "--jobs", "4"]
+GPU = {"cluster": {"train": {"gpu": 1}, "decode": {"gpu": 1}}}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurm():
+    try:
+        state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        state = ""
+    if not re.search(r"idle|mixed|allocated", state):
+        pytest.skip("no running Slurm here (workflow/slurm/local-cluster.sh starts one; .ci/run does)")
+
+
+def snakemake(ws: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(ws), "PYTHONUNBUFFERED": "1"}
+    p = subprocess.run([str(BIN / "snakemake"), *args], cwd=ws, capture_output=True, text=True, env=env,
+                       timeout=timeout)
+    assert p.returncode == 0, f"snakemake {' '.join(args)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p
+
+
+def submissions(ws: Path) -> list[tuple[str, str, str]]:
+    """(Slurm job id, rule, wildcards) of every job Snakemake submitted, from its own logs."""
+    text = "".join(p.read_text() for p in sorted((ws / ".snakemake" / "log").glob("*.snakemake.log")))
+    return re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/rule_(\w+)/(?:([^/\s]+)/)?\d+\.log", text)
+
+
+def finished_rules(ws: Path) -> set[str]:
+    text = "".join(p.read_text() for p in (ws / ".snakemake" / "log").glob("*.snakemake.log"))
+    return set(re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", text))
+
+
+def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_path_factory):
+    ws = repo_copy(tmp_path_factory.mktemp("slurm"), GPU)
+    local = repo_copy(tmp_path_factory.mktemp("local"), GPU)
+    snakemake(ws, *SLURM)
+    snakemake(local, "--cores", "2")
+
+    jobs = submissions(ws)
+    assert finished_rules(ws) - {r for _, r, _ in jobs} == {"all"}  # every rule with a command went to Slurm
+    train = [(job, w) for job, rule, w in jobs if rule == "train"]
+    assert sorted(w for _, w in train) == ["rnnencdec-30", "rnnencdec-50", "rnnsearch-30", "rnnsearch-50"]
+    for job, model in train:
+        record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+        assert "gres:gpu:1" in record or "gres/gpu=1" in record, record  # Slurm's own record of the request
+        log = (ws / f"results/logs/train/{model}.log").read_text()
+        assert f"Slurm job {job} on" in log and "CUDA_VISIBLE_DEVICES='0'" in log
+        assert "but CUDA is not available here: running on the CPU" in log  # the GPU here is /dev/null
+
+    outputs = ["results/tables/table1.csv", "results/scores/aer.json", "results/figures/bleu_by_length.csv",
+               *[f"results/scores/{m}.json" for m in ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")],
+               *[f"results/translations/{m}/test.hyp" for m in ("rnnencdec-30", "rnnsearch-50")]]
+    for f in outputs:
+        assert (ws / f).read_bytes() == (local / f).read_bytes(), f"{f}: Slurm and local runs differ"
+
+
+def test_a_training_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_factory):
+    """Slurm's time limit (1 minute) stops a training that needs about two: SIGTERM, checkpoint, exit; Snakemake
+    resubmits it (`cluster.train.attempts`) and the new job resumes, until the update budget is reached."""
+    updates = 4000  # about 35 updates/s at the tiny size here
+    ws = repo_copy(tmp_path_factory.mktemp("timelimit"), {
+        "cluster": {"train": {"gpu": 1, "runtime": 1, "attempts": 4}},
+        "models": {"rnnsearch-50": {"max_updates": updates}},
+        "train": {"checkpoint_every": 50, "log_every": 500, "validate_every": 2000}})
+    snakemake(ws, *SLURM, "results/models/rnnsearch-50/model.pt")
+
+    stats = json.loads((ws / "results/models/rnnsearch-50/train_stats.json").read_text())
+    runs = stats["runs"]  # the training's own record of the jobs that worked on it
+    assert stats["updates"] == updates and len(runs) >= 2, runs
+    assert runs[0]["start"] == 0 and runs[-1]["end"] == updates and runs[-1]["ended_by"] == "update budget"
+    for before, after in zip(runs, runs[1:]):
+        assert before["ended_by"] == "signal 15" and after["start"] == before["end"], runs
+        record = subprocess.run(["scontrol", "show", "job", before["slurm_job"]], capture_output=True, text=True).stdout
+        assert "JobState=TIMEOUT" in record, record  # Slurm's own record: killed at its time limit
+    jobs = [job for job, rule, _ in submissions(ws) if rule == "train"]
+    assert jobs == [r["slurm_job"] for r in runs]  # each run a new Slurm job, submitted by Snakemake
+    log = (ws / "results/logs/train/rnnsearch-50.log").read_text()
+    assert f"resuming from results/models/rnnsearch-50/checkpoint.pt at update {runs[-1]['start']}" in log
+    assert not (ws / "results/models/rnnsearch-50/checkpoint.pt").exists()
