@@ -152,6 +152,23 @@ def test_dvc_repro_gives_the_same_results_and_tracks_params(workspace: Path):
     params.write_text(original)
 
 
+def test_dvc_push_and_pull_through_the_default_remote(workspace: Path):
+    """`dvc push` to the repository's local-folder remote, lose the cache and every output, `dvc pull` them back."""
+    keep = {f: (workspace / f).read_bytes() for f in ("results/scores/rnnsearch-50.json", "results/models/rnnsearch-50/model.pt",
+                                                       "results/figures/alignment_a.png")}
+    push = sh([str(BIN / "dvc"), "push"], workspace)
+    assert (workspace / ".dvc-storage").is_dir() and "pushed" in push.stdout + push.stderr
+    shutil.rmtree(workspace / ".dvc" / "cache")
+    for path in (workspace / "results").iterdir():
+        if path.name != "README.md":
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    assert "deleted" in sh([str(BIN / "dvc"), "status"], workspace).stdout
+    sh([str(BIN / "dvc"), "pull"], workspace)
+    assert "up to date" in sh([str(BIN / "dvc"), "status"], workspace).stdout
+    for f, data in keep.items():
+        assert (workspace / f).read_bytes() == data, f
+
+
 def test_dvc_exp_run_is_an_ablation_of_one_model(workspace: Path):
     sh(["git", "add", "dvc.lock"], workspace)
     sh(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "lock"], workspace)

@@ -64,7 +64,10 @@ if [ ! -s /etc/munge/munge.key ]; then
 fi
 $SUDO chown -R munge:munge /etc/munge /run/munge /var/lib/munge /var/log/munge 2>/dev/null || true
 $SUDO chmod 0400 /etc/munge/munge.key
-pgrep -x munged >/dev/null || $SUDO -u munge /usr/sbin/munged 2>/dev/null || $SUDO /usr/sbin/munged --force
+if ! pgrep -x munged >/dev/null; then
+    if [ -z "$SUDO" ]; then runuser -u munge -- /usr/sbin/munged || /usr/sbin/munged --force
+    else sudo -u munge /usr/sbin/munged || sudo /usr/sbin/munged --force; fi
+fi
 pgrep -x slurmctld >/dev/null || $SUDO /usr/sbin/slurmctld
 pgrep -x slurmd >/dev/null || $SUDO /usr/sbin/slurmd
 
