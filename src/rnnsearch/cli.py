@@ -140,10 +140,14 @@ def run(args: argparse.Namespace) -> None:
             raise cfg.ConfigError(f"--model {model!r} is not a key of 'models' ({', '.join(config['models'])})")
         p = cfg.stage_params(config, stage, model)  # a stage sees only the keys it declares
 
-    if stage == "corpus":
+    if stage == "corpus" and p["data"]["source"] == "local":
+        from .corpus.local import run_local_corpus
+
+        run_local_corpus(p["data"]["local"], p["data"]["src"], p["data"]["tgt"], args.out_dir)
+    elif stage == "corpus":
         from .corpus import synthetic
 
-        s = p["data.synthetic"]
+        s = p["data"]["synthetic"]
         corpus = synthetic.generate(p["seed"], s["n_train"], s["n_dev"], s["n_test"], s["nouns"], s["adjectives"],
                                     s["verbs"], s["names"], s["max_len"], s["zipf"])
         synthetic.write_corpus(corpus, args.out_dir)

@@ -23,7 +23,7 @@ SCHEMA_PATH = REPO / "workflow" / "schemas" / "params.schema.yaml"
 
 # The params each stage reads. "{model}" is the model being trained (a key of `models`).
 STAGE_KEYS: dict[str, list[str]] = {
-    "corpus": ["seed", "data.synthetic"],
+    "corpus": ["seed", "data"],
     "tokenize": ["tokenize"],
     "filter": [],
     "vocab": ["vocab"],
@@ -40,7 +40,7 @@ STAGE_KEYS: dict[str, list[str]] = {
 # The source each stage runs, relative to src/rnnsearch: the rules list it as input, so editing it reruns the stage
 # (under Snakemake by modification time, under DVC by content).
 STAGE_MODULES = {
-    "corpus": ["corpus/synthetic.py"],
+    "corpus": ["corpus"],
     "tokenize": ["text.py"],
     "filter": ["text.py"],
     "vocab": ["vocab.py"],
@@ -156,6 +156,8 @@ def _cross_checks(config: dict) -> list[str]:
         sizes = {**config["model"], **entry}
         switches = {**PRESETS[entry["arch"]], **entry, "n": sizes["n"]}
         problems += [f"'models.{name}': {p}" for p in check(switches)]
+    if config["data"]["source"] == "local" and "local" not in config["data"]:
+        problems.append("'data.local': data.source is 'local' but no files are given (data.local: {train, dev, test})")
     if config["aer"]["gold"] == "synthetic" and config["data"]["source"] != "synthetic":
         problems.append("'aer.gold': 'synthetic' links exist only for data.source: synthetic (give a file, or none)")
     if fig["alignment_min_len"] > fig["alignment_max_len"]:

@@ -3,10 +3,13 @@
 
 rule corpus:
     input:
+        local=[f"{config['data']['local'][s]}.{lang}" for s in ("train", "dev", "test") for lang in (SRC, TGT)]
+        if config["data"]["source"] == "local"
+        else [],
         code=stage_code("corpus"),
     output:
         expand("results/data/raw/{split}.{lang}", split=["train", "dev", "test"], lang=[SRC, TGT]),
-        "results/data/raw/test.align",
+        "results/data/raw/test.align" if config["data"]["source"] == "synthetic" else "results/data/raw/corpus.json",
     params:
         stage=stage_params("corpus"),
         files=PARAMS,
