@@ -46,20 +46,23 @@ def clean_pairs(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str], d
 
 
 def run_local_corpus(local: dict, src: str, tgt: str, out_dir: str) -> dict:
-    """Check and copy the configured splits into `out_dir`; returns the counts per split."""
+    """Check every split, then copy them into `out_dir` (nothing is written unless all are good); returns the
+    counts per split."""
     out = Path(out_dir)
-    stats = {}
-    for split in SPLITS:
-        prefix = local[split]
-        src_path, tgt_path = Path(f"{prefix}.{src}"), Path(f"{prefix}.{tgt}")
-        for p in (src_path, tgt_path):
+    paths = {split: (Path(f"{local[split]}.{src}"), Path(f"{local[split]}.{tgt}")) for split in SPLITS}
+    for split, pair in paths.items():
+        for p in pair:
             if not p.exists():
                 raise InputError(f"'data.local.{split}': {p} not found (a split is a prefix: <prefix>.{src}, <prefix>.{tgt})")
-        s, t, stats[split] = clean_pairs(src_path, tgt_path)
+    cleaned, stats = {}, {}
+    for split, (src_path, tgt_path) in paths.items():
+        *cleaned[split], stats[split] = clean_pairs(src_path, tgt_path)
         stats[split].update(source=str(src_path), target=str(tgt_path))
+        log.info("%s: %d pairs from %s (%d dropped with an empty side, %d control characters replaced)", split,
+                 stats[split]["pairs"], local[split], stats[split]["dropped_empty"],
+                 stats[split]["control_characters_replaced"])
+    for split, (s, t) in cleaned.items():
         write_lines_atomic(out / f"{split}.{src}", s)
         write_lines_atomic(out / f"{split}.{tgt}", t)
-        log.info("%s: %d pairs from %s (%d dropped with an empty side, %d control characters replaced)", split,
-                 stats[split]["pairs"], prefix, stats[split]["dropped_empty"], stats[split]["control_characters_replaced"])
     write_json_atomic(out / "corpus.json", stats)
     return stats
