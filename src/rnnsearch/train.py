@@ -188,15 +188,15 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
     run = {"start": progress["update"], "end": progress["update"], "ended_by": None,
            "slurm_job": os.environ.get("SLURM_JOB_ID"), "host": platform.node()}
     progress["runs"].append(run)
+    commit = git_commit()
     log.info("%s: %s", name, ", ".join(f"{k} {v}" for k, v in model.cfg.items()))
     log.info("%s: %s parameters, %d training pairs, %d dev pairs, device %s%s, git %s", name,
-             f"{model.num_parameters():,}", len(src), len(dev_src), device, " (bf16 autocast)" if bf16 else "",
-             git_commit())
+             f"{model.num_parameters():,}", len(src), len(dev_src), device, " (bf16 autocast)" if bf16 else "", commit)
 
     def save(path: Path) -> None:
         progress["seconds"] = seconds_before + time.perf_counter() - start
         save_checkpoint(path, model, optimizer, progress["update"], batches.state(), config,
-                        progress=progress, rng=torch.get_rng_state(), git=git_commit(),
+                        progress=progress, rng=torch.get_rng_state(), git=commit,
                         cuda_rng=torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
                         vocab={"src": src_vocab.words, "tgt": tgt_vocab.words})  # self-contained for translation
 
@@ -304,7 +304,7 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
         "train_nll": train_nll, "dev_nll": selected["dev_nll"], "dev_nll_per_word": selected["dev_nll_per_word"],
         "dev_bleu": selected["dev_bleu"], "selected_update": best["update"],
         "early_stopped": _patience_spent(progress, train_cfg) and final_update < max_updates,
-        "train_pairs": len(src), "git": git_commit(), "runs": progress["runs"],
+        "train_pairs": len(src), "git": commit, "runs": progress["runs"],
     }
     best_path.replace(out / "model.pt")
     _prune_best(out, None)
