@@ -20,11 +20,11 @@ import logging
 import numpy as np
 import torch
 
-from .batching import pad
+from .batching import sequential_batches
 from .checkpoint import check_vocabs, load_checkpoint, model_of
 from .textio import InputError, read_lines, write_json_atomic
 from .train import resolve_device
-from .vocab import PAD_ID, Vocab
+from .vocab import Vocab
 
 log = logging.getLogger("rnnsearch.aer")
 
@@ -86,20 +86,15 @@ def forced_attention(model, src_ids: list[list[int]], tgt_ids: list[list[int]], 
                      device) -> list[np.ndarray]:
     """α of every reference word over the source (both with </s>), by teacher forcing: (Ty, Tx) per sentence."""
     out: list[np.ndarray | None] = [None] * len(src_ids)
-    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-    for k in range(0, len(order), batch_size):
-        idx = order[k : k + batch_size]
-        x = pad([src_ids[i] for i in idx]).to(device)
-        lengths = torch.tensor([len(src_ids[i]) for i in idx])
-        y = pad([tgt_ids[i] for i in idx]).to(device)  # (B, Ty) the reference with </s>
-        y_in = torch.cat([torch.full_like(y[:, :1], PAD_ID), y[:, :-1]], dim=1)
-        memory = model.encode(x, lengths)
+    for batch in sequential_batches(src_ids, tgt_ids, batch_size):  # y_in: the reference shifted, y_0 = PAD
+        batch = batch.to(device)
+        memory = model.encode(batch.x, batch.lengths)
         state, alphas = memory.s0, []
-        for t in range(y.size(1)):
-            _, state, alpha = model.step(y_in[:, t], state, memory)
+        for t in range(batch.y_in.size(1)):
+            _, state, alpha = model.step(batch.y_in[:, t], state, memory)
             alphas.append(alpha)
         A = torch.stack(alphas, 1).cpu().numpy()  # (B, Ty, Tx)
-        for b, i in enumerate(idx):
+        for b, i in enumerate(batch.index):
             out[i] = A[b, : len(tgt_ids[i]), : len(src_ids[i])]
     return out  # type: ignore[return-value]
 
