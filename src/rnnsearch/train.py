@@ -140,6 +140,13 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
     the end, the dev set is scored; the best state by dev BLEU is kept (best-<update>.pt) and becomes `model.pt`.
     With `patience` > 0, training stops after that many validations without a better dev BLEU.
     """
+    with _stop_on_signals() as stop:  # from the start: a SIGTERM while the data loads is honoured at update 1
+        return _train(stop, name, model_cfg, train_cfg, seed, src_train, tgt_train, src_dev, tgt_dev, src_vocab_path,
+                      tgt_vocab_path, out_dir)
+
+
+def _train(stop: dict, name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train: str, tgt_train: str,
+           src_dev: str, tgt_dev: str, src_vocab_path: str, tgt_vocab_path: str, out_dir: str) -> dict:
     out = Path(out_dir)
     seed_everything(seed)
     torch.set_num_threads(train_cfg["threads"])
@@ -237,54 +244,54 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
     done = progress["update"] >= max_updates or _patience_spent(progress, train_cfg)
     bar = _progress_bar(progress["update"], max_updates, name)
     model.train()
-    with _stop_on_signals() as stop:
-        for batch in batches if not done else ():
-            batch = batch.to(device)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
-                loss = batch_nll(model, batch)
-            optimizer.zero_grad(set_to_none=True)
-            (loss / batch.x.size(0)).backward()  # the cost is the mean over sentences of the summed word NLL
-            torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg["clip_norm"])
-            optimizer.step()
-            progress["update"] = update = progress["update"] + 1
-            window[0] += loss.item()
-            window[1] += batch.x.size(0)
-            window[2] += batch.source_words + batch.target_words
-            if bar is not None:
-                bar.update(1)
-            if update % log_every == 0 or update == max_updates:
-                now = time.perf_counter()
-                nll, words_per_s = window[0] / window[1], window[2] / (now - t_window)
-                eta = (now - start) / (update - first_update) * (max_updates - update)
-                log.info("%s update %d/%d  epoch %.2f  train NLL/sent %.2f  %.0f words/s  %.2f updates/s  ETA %s",
-                         name, update, max_updates, batches.position, nll, words_per_s,
-                         (update - max(first_update, curve[-1]["update"] if curve else 0)) / (now - t_window),
-                         _hms(eta))
-                curve.append({"update": update, "epoch": round(batches.position, 4), "train_nll": round(nll, 4),
-                              "words_per_s": round(words_per_s, 1),
-                              "seconds": round(seconds_before + now - start, 2)})
-                if live:
-                    live.step = update
-                    live.log_metric("train/nll_per_sentence", nll)
-                    live.log_metric("train/words_per_s", words_per_s)
-                    live.make_summary()
-                window[:] = [0.0, 0, 0]
-                t_window = now
-            if update >= max_updates:
-                break
-            if validate_every and update % validate_every == 0 and run_validation(update):
-                log.info("%s: early stop at update %d: dev BLEU has not improved for %d validations", name, update,
-                         progress["bad"])
-                break
-            if stop or (every and update % every == 0):
-                run.update(end=update, ended_by=f"signal {stop['signal']}" if stop else None)
-                save(ckpt_path)
-                _keep_last(out, update, train_cfg["keep_checkpoints"])
-                _prune_best(out, progress["best"])
-                if stop:
-                    log.warning("%s: signal %d at update %d: checkpoint saved to %s; rerun to continue",
-                                name, stop["signal"], update, ckpt_path)
-                    raise Interrupted(f"{name}: interrupted at update {progress['update']}")
+    for batch in batches if not done else ():
+        batch = batch.to(device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = batch_nll(model, batch)
+        optimizer.zero_grad(set_to_none=True)
+        (loss / batch.x.size(0)).backward()  # the cost is the mean over sentences of the summed word NLL
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg["clip_norm"])
+        optimizer.step()
+        progress["update"] = update = progress["update"] + 1
+        window[0] += loss.item()
+        window[1] += batch.x.size(0)
+        window[2] += batch.source_words + batch.target_words
+        progress["words"] = progress.get("words", 0) + batch.source_words + batch.target_words
+        if bar is not None:
+            bar.update(1)
+        if update % log_every == 0 or update == max_updates:
+            now = time.perf_counter()
+            nll, words_per_s = window[0] / window[1], window[2] / (now - t_window)
+            eta = (now - start) / (update - first_update) * (max_updates - update)
+            log.info("%s update %d/%d  epoch %.2f  train NLL/sent %.2f  %.0f words/s  %.2f updates/s  ETA %s",
+                     name, update, max_updates, batches.position, nll, words_per_s,
+                     (update - max(first_update, curve[-1]["update"] if curve else 0)) / (now - t_window),
+                     _hms(eta))
+            curve.append({"update": update, "epoch": round(batches.position, 4), "train_nll": round(nll, 4),
+                          "words_per_s": round(words_per_s, 1),
+                          "seconds": round(seconds_before + now - start, 2)})
+            if live:
+                live.step = update
+                live.log_metric("train/nll_per_sentence", nll)
+                live.log_metric("train/words_per_s", words_per_s)
+                live.make_summary()
+            window[:] = [0.0, 0, 0]
+            t_window = now
+        if update >= max_updates:
+            break
+        if validate_every and update % validate_every == 0 and run_validation(update):
+            log.info("%s: early stop at update %d: dev BLEU has not improved for %d validations", name, update,
+                     progress["bad"])
+            break
+        if stop or (every and update % every == 0):
+            run.update(end=update, ended_by=f"signal {stop['signal']}" if stop else None)
+            save(ckpt_path)
+            _keep_last(out, update, train_cfg["keep_checkpoints"])
+            _prune_best(out, progress["best"])
+            if stop:
+                log.warning("%s: signal %d at update %d: checkpoint saved to %s; rerun to continue",
+                            name, stop["signal"], update, ckpt_path)
+                raise Interrupted(f"{name}: interrupted at update {progress['update']}")
     if bar is not None:
         bar.close()
     seconds = seconds_before + time.perf_counter() - start
@@ -305,6 +312,7 @@ def run_train(name: str, model_cfg: dict, train_cfg: dict, seed: int, src_train:
         "dev_bleu": selected["dev_bleu"], "selected_update": best["update"],
         "early_stopped": _patience_spent(progress, train_cfg) and final_update < max_updates,
         "train_pairs": len(src), "git": commit, "runs": progress["runs"],
+        "words": progress.get("words", 0),  # source + target words trained on (all updates)
     }
     best_path.replace(out / "model.pt")
     _prune_best(out, None)
