@@ -17,6 +17,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/peer.smk"
 
 
 rule all:

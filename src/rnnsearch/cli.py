@@ -13,7 +13,8 @@ from . import config as cfg
 from .textio import EXIT_INTERRUPTED, InputError, Interrupted
 
 STAGES_HELP = {
-    "corpus": "1. generate the embedded corpus (data.source: synthetic)",
+    "download": "0. fetch one file of a downloaded source (resumed, retried, checked against recorded checksums)",
+    "corpus": "1. the raw train/dev/test text: generated (synthetic), copied (local) or from the downloads",
     "tokenize": "2. Moses-tokenize one text file (sacremoses, no lowercasing)",
     "filter": "3. keep the pairs of at most N words (the ≤30 / ≤50 training sets)",
     "vocab": "4. build the source and target shortlists",
@@ -27,6 +28,8 @@ STAGES_HELP = {
     "report": "9. the results page",
     "bench-decode": "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
     "bench-train": "benchmark: training speed and peak memory of one model size on random batches",
+    "peer": "experiment: JoeyNMT 2.3.0 trained on our data for as long as peer.model trained, then decoded",
+    "compare-peer": "experiment: sacreBLEU, chrF, training time and words/s of our models and the peer",
 }
 
 
@@ -46,8 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--log", metavar="FILE", help="write the full log here; only warnings go to stderr")
         return p
 
+    p = stage("download")
+    p.add_argument("--file", required=True, help="e.g. train.en (data.source multi30k)")
+    p.add_argument("--out", required=True)
     p = stage("corpus")
     p.add_argument("--out-dir", required=True)
+    p.add_argument("--downloads", help="the folder of the downloaded files (data.source multi30k)")
     p = stage("tokenize")
     p.add_argument("--lang", required=True)
     p.add_argument("--input", required=True)
@@ -123,6 +130,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--out", required=True)
 
+    p = stage("peer")
+    p.add_argument("--train-stats", required=True, help="train_stats.json of peer.model: its training time")
+    for a in ("--train", "--dev", "--test"):
+        p.add_argument(a, required=True, help="tokenized files as a prefix: <prefix>.<src>, <prefix>.<tgt>")
+    p.add_argument("--out-dir", required=True)
+    p = stage("compare-peer")
+    p.add_argument("--system", action="append", required=True, metavar="NAME=HYP=STATS",
+                   help="a system's name, detokenized test translations and train/peer stats JSON")
+    p.add_argument("--ref", required=True, help="the raw test references")
+    p.add_argument("--out-dir", required=True)
+
     p = sub.add_parser("check-params", help="validate params.yaml (and overlays) and print the merged result")
     _params_arg(p)
     p = sub.add_parser("dvc-yaml", help="write dvc.yaml from the Snakemake workflow (keeps the two in step)")
@@ -140,7 +158,18 @@ def run(args: argparse.Namespace) -> None:
             raise cfg.ConfigError(f"--model {model!r} is not a key of 'models' ({', '.join(config['models'])})")
         p = cfg.stage_params(config, stage, model)  # a stage sees only the keys it declares
 
-    if stage == "corpus" and p["data"]["source"] == "local":
+    if stage == "download":
+        from .corpus.multi30k import fetch
+
+        fetch(args.file, args.out, p["data.multi30k.url"])
+    elif stage == "corpus" and p["data"]["source"] == "multi30k":
+        from .corpus.multi30k import run_multi30k_corpus
+
+        if not args.downloads:
+            raise InputError("corpus: data.source multi30k needs --downloads (the folder of the downloaded files)")
+        run_multi30k_corpus(args.downloads, p["data"]["multi30k"]["test"], p["data"]["src"], p["data"]["tgt"],
+                            args.out_dir)
+    elif stage == "corpus" and p["data"]["source"] == "local":
         from .corpus.local import run_local_corpus
 
         run_local_corpus(p["data"]["local"], p["data"]["src"], p["data"]["tgt"], args.out_dir)
@@ -215,6 +244,22 @@ def run(args: argparse.Namespace) -> None:
 
         run_bench_train(args.arch, args.size, args.batch, args.length, args.steps, args.threads, args.device,
                         args.seed, args.out)
+    elif stage == "peer":
+        from .peer import run_peer
+
+        run_peer(p["peer"]["python"], p["peer"]["config"], args.train_stats, args.train, args.dev, args.test,
+                 p["data.src"], p["data.tgt"], (p["vocab"]["src_size"], p["vocab"]["tgt_size"]), p["decode.beam"],
+                 p["train.threads"], p["seed"], args.out_dir)
+    elif stage == "compare-peer":
+        from .peer import run_compare
+
+        systems = []
+        for spec in args.system:
+            parts = spec.split("=")
+            if len(parts) != 3:
+                raise InputError(f"--system {spec!r}: expected NAME=HYP=STATS")
+            systems.append(tuple(parts))
+        run_compare(systems, args.ref, p["data.tgt"], args.out_dir)
     elif stage == "check-params":
         import yaml
 

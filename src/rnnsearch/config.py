@@ -23,6 +23,7 @@ SCHEMA_PATH = REPO / "workflow" / "schemas" / "params.schema.yaml"
 
 # The params each stage reads. "{model}" is the model being trained (a key of `models`).
 STAGE_KEYS: dict[str, list[str]] = {
+    "download": ["data.multi30k.url"],
     "corpus": ["seed", "data"],
     "tokenize": ["tokenize"],
     "filter": [],
@@ -35,11 +36,14 @@ STAGE_KEYS: dict[str, list[str]] = {
     "aer": ["aer.format", "aer.threshold", "decode.batch_size", "decode.device"],
     "report": ["seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "aer", "figures"],
     "bench-decode": ["decode"],
+    "peer": ["seed", "peer", "vocab", "decode.beam", "train.threads", "data.src", "data.tgt"],
+    "compare-peer": ["data.tgt"],
 }
 
 # The source each stage runs, relative to src/rnnsearch: the rules list it as input, so editing it reruns the stage
 # (under Snakemake by modification time, under DVC by content).
 STAGE_MODULES = {
+    "download": ["corpus/download.py", "corpus/multi30k.py"],
     "corpus": ["corpus"],
     "tokenize": ["text.py"],
     "filter": ["text.py"],
@@ -53,6 +57,8 @@ STAGE_MODULES = {
     "report": ["report.py"],
     "bench-decode": ["bench.py", "search.py", "checkpoint.py", "presets.py", "model"],
     "bench-train": ["bench.py", "train.py", "batching.py", "presets.py", "model"],
+    "peer": ["peer.py", "peer_joeynmt.py", "text.py"],
+    "compare-peer": ["peer.py"],
 }
 
 
@@ -61,10 +67,13 @@ class ConfigError(InputError):
 
 
 def merge(base: dict, overlay: dict) -> dict:
-    """Deep merge: dicts merge key by key, anything else in `overlay` replaces the value in `base`."""
+    """Deep merge: dicts merge key by key, null removes the key (e.g. a model from `models`), anything else in
+    `overlay` replaces the value in `base`."""
     out = copy.deepcopy(base)
     for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
@@ -158,8 +167,17 @@ def _cross_checks(config: dict) -> list[str]:
         problems += [f"'models.{name}': {p}" for p in check(switches)]
     if config["data"]["source"] == "local" and "local" not in config["data"]:
         problems.append("'data.local': data.source is 'local' but no files are given (data.local: {train, dev, test})")
+    if config["data"]["source"] == "multi30k":
+        from .corpus.multi30k import LANGS
+
+        pair = (config["data"]["src"], config["data"]["tgt"])
+        if not set(pair) <= set(LANGS) or pair[0] == pair[1]:
+            problems.append(f"'data.src', 'data.tgt': data.source multi30k has checksums recorded for {' and '.join(LANGS)} "
+                            f"only, got {pair[0]}-{pair[1]}")
     if config["aer"]["gold"] == "synthetic" and config["data"]["source"] != "synthetic":
         problems.append("'aer.gold': 'synthetic' links exist only for data.source: synthetic (give a file, or none)")
+    if config["peer"]["model"] not in config["models"]:
+        problems.append(f"'peer.model': {config['peer']['model']!r} is not a key of 'models' ({', '.join(config['models'])})")
     if fig["alignment_min_len"] > fig["alignment_max_len"]:
         problems.append("'figures.alignment_min_len' is larger than 'figures.alignment_max_len'")
     edges = config["score"]["length_buckets"]

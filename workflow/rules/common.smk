@@ -17,10 +17,13 @@ PARAMS_FILES = ["params.yaml"] + [
     os.path.relpath(f) if not os.path.relpath(f).startswith("..") else str(f) for f in workflow.overwrite_configfiles
 ]
 try:
-    # The same JSON schema snakemake.utils.validate would use, with messages that name the key.
-    rcfg.validate(config, source=" + ".join(PARAMS_FILES))
+    # Merged the way every stage merges them (null removes a key), validated against the JSON schema
+    # snakemake.utils.validate would use, with messages that name the key.
+    merged = rcfg.load_params(PARAMS_FILES)
 except rcfg.ConfigError as e:
     raise WorkflowError(str(e)) from None
+config.clear()
+config.update(merged)
 
 # How every stage is told where its params are.
 PARAMS = " ".join(f"--params {f}" for f in PARAMS_FILES)
@@ -37,6 +40,7 @@ wildcard_constraints:
     maxlen=r"\d+",
     split="train|dev|test",
     lang=f"{SRC}|{TGT}",
+    file=r"[\w.]+",
 
 
 def stage_params(stage, model=None):
@@ -60,6 +64,12 @@ def cluster_resources(kind):
     """Slurm resources of a GPU-capable stage ("train" or "decode") from params.yaml's `cluster`."""
     c = config["cluster"][kind]
     return {"mem_mb": c["mem_mb"], "runtime": c["runtime"], **({"gpu": c["gpu"]} if c["gpu"] else {})}
+
+
+def multi30k_files():
+    from rnnsearch.corpus.multi30k import files
+
+    return files(config["data"]["multi30k"]["test"], SRC, TGT)
 
 
 def train_file(model, lang):

@@ -1,10 +1,29 @@
-# Stages 1-3: corpus -> Moses tokenization -> the <=30 / <=50 word training sets.
+# Stages 0-3: (download ->) corpus -> Moses tokenization -> the <=30 / <=50 word training sets.
+
+
+rule download:
+    output:
+        "results/data/download/multi30k/{file}",
+    params:
+        stage=stage_params("download"),
+        files=PARAMS,
+    localrule: True  # cluster compute nodes often have no internet access; the login node fetches
+    retries: 2  # on top of the stage's own retries with backoff; a partial file is resumed
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/download/multi30k/{file}.log",
+    shell:
+        "rnnsearch download {params.files} --file {wildcards.file} --out {output} --log {log}"
 
 
 rule corpus:
     input:
         local=[f"{config['data']['local'][s]}.{lang}" for s in ("train", "dev", "test") for lang in (SRC, TGT)]
         if config["data"]["source"] == "local"
+        else [],
+        downloads=[f"results/data/download/multi30k/{f}" for f in multi30k_files()]
+        if config["data"]["source"] == "multi30k"
         else [],
         code=stage_code("corpus"),
     output:
@@ -19,6 +38,7 @@ rule corpus:
         "results/logs/corpus.log",
     shell:
         "rnnsearch corpus {params.files} --out-dir results/data/raw --log {log}"
+        + (" --downloads results/data/download/multi30k" if config["data"]["source"] == "multi30k" else "")
 
 
 rule tokenize:

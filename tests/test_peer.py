@@ -1,0 +1,78 @@
+"""The equal-time experiment against JoeyNMT: the comparison table from fixtures, and the real thing on the tiny
+pipeline when a Python with joeynmt 2.3.0 is installed (.ci/run installs one as ../shared/bench/README.md says)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from sacrebleu.metrics import BLEU, CHRF
+
+from rnnsearch.peer import check_peer_python, run_compare
+from rnnsearch.textio import InputError
+
+from .conftest import REPO, repo_copy
+
+BIN = Path(sys.executable).parent
+REFS = ["Un chien court dans l'herbe.", "Deux enfants jouent au ballon.", "Une femme lit un livre."]
+
+
+def test_every_system_is_scored_the_same_way(tmp_path):
+    (tmp_path / "ref").write_text("\n".join(REFS) + "\n")
+    hyps = {"a": ["Un chien court dans l'herbe.", "Deux enfants jouent.", "Une femme lit."],
+            "b": ["Un chien.", "Des enfants.", "Une femme lit un livre."]}
+    systems = []
+    for name, lines in hyps.items():
+        (tmp_path / f"{name}.hyp").write_text("\n".join(lines) + "\n")
+        (tmp_path / f"{name}.json").write_text(json.dumps({"seconds": 100.0, "updates": 7, "words": 5000}
+                                                          if name == "a" else
+                                                          {"train_seconds": 50.0, "updates": 3, "words": 1000}))
+        systems.append((name, str(tmp_path / f"{name}.hyp"), str(tmp_path / f"{name}.json")))
+    result = run_compare(systems, str(tmp_path / "ref"), "fr", str(tmp_path))
+    rows = {r["system"]: r for r in result["systems"]}
+    for name, lines in hyps.items():
+        assert rows[name]["bleu"] == round(BLEU().corpus_score(lines, [REFS]).score, 2)
+        assert rows[name]["chrf"] == round(CHRF().corpus_score(lines, [REFS]).score, 2)
+    assert (rows["a"]["words_per_s"], rows["b"]["words_per_s"]) == (50.0, 20.0)
+    assert "tok:13a" in rows["a"]["bleu_signature"] and "| a |" in (tmp_path / "comparison.md").read_text()
+
+    (tmp_path / "b.hyp").write_text("one line\n")
+    with pytest.raises(InputError, match=r"b.hyp has 1 lines but .*ref has 3"):
+        run_compare(systems, str(tmp_path / "ref"), "fr", str(tmp_path))
+
+
+def test_a_python_without_joeynmt_is_named(tmp_path):
+    with pytest.raises(InputError, match=rf"'peer.python': {sys.executable} cannot import joeynmt"):
+        check_peer_python(sys.executable)
+
+
+def test_joeynmt_trains_for_our_training_time_on_our_data(tmp_path):
+    python = yaml.safe_load((REPO / "params.yaml").read_text())["peer"]["python"]
+    try:
+        check_peer_python(python)
+    except InputError as e:
+        pytest.skip(str(e))
+    if not (REPO.parent / "shared" / "bench" / "joeynmt_rnnsearch.yaml").exists():
+        pytest.skip("../shared/bench/joeynmt_rnnsearch.yaml not found")
+    ws = repo_copy(tmp_path, {"models": {"rnnsearch-50": {"max_updates": 60}}})
+    if not (ws.parent / "shared").exists():  # peer.config is ../shared/bench/..., as beside the repository
+        (ws.parent / "shared").symlink_to(REPO.parent / "shared")
+    p = subprocess.run([str(BIN / "snakemake"), "--cores", "2", "peer"], cwd=ws, capture_output=True, text=True,
+                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    ours = json.loads((ws / "results/models/rnnsearch-50/train_stats.json").read_text())
+    peer = json.loads((ws / "results/peer/joeynmt/stats.json").read_text())
+    assert peer["budget_seconds"] == ours["seconds"] and peer["updates"] >= 1
+    assert peer["train_seconds"] < ours["seconds"] + 30  # stopped at the first update after the budget
+    config = yaml.safe_load((ws / "results/peer/joeynmt/joeynmt.yaml").read_text())
+    assert config["data"]["train"] == str(ws / "results/data/train50")  # our tokenized training set
+    assert config["data"]["src"]["voc_limit"] == 150 and config["testing"]["beam_size"] == 3
+    hyps = (ws / "results/peer/joeynmt/test.hyp").read_text().splitlines()
+    assert len(hyps) == len((ws / "results/data/raw/test.fr").read_text().splitlines())
+    table = json.loads((ws / "results/peer/comparison.json").read_text())
+    assert [r["system"] for r in table["systems"]] == ["rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50",
+                                                       "JoeyNMT-2.3.0"]

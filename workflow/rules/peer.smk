@@ -1,0 +1,51 @@
+# The equal-time experiment against JoeyNMT 2.3.0 (not part of `all`): snakemake --cores 2 peer
+# JoeyNMT trains on our tokenized data for as long as `peer.model` trained (its train_stats.json), then decodes
+# the test set with decode.beam; every system is scored the same way in results/peer/comparison.md.
+PEER_MODEL = config["peer"]["model"]
+TRAIN_PREFIX = train_file(PEER_MODEL, SRC).removesuffix(f".{SRC}")  # JoeyNMT reads <prefix>.<lang>
+
+
+rule peer_joeynmt:
+    input:
+        stats=f"results/models/{PEER_MODEL}/train_stats.json",
+        train=[train_file(PEER_MODEL, SRC), train_file(PEER_MODEL, TGT)],
+        dev=expand("results/data/tok/dev.{lang}", lang=[SRC, TGT]),
+        test=expand("results/data/tok/test.{lang}", lang=[SRC, TGT]),
+        code=stage_code("peer"),
+    output:
+        hyp="results/peer/joeynmt/test.hyp",
+        tok="results/peer/joeynmt/test.hyp.tok",
+        stats="results/peer/joeynmt/stats.json",
+    params:
+        stage=stage_params("peer"),
+        files=PARAMS,
+    threads: config["train"]["threads"]
+    log:
+        "results/logs/peer_joeynmt.log",
+    shell:
+        "rnnsearch peer {params.files} --train-stats {input.stats} --train {TRAIN_PREFIX}"
+        " --dev results/data/tok/dev --test results/data/tok/test --out-dir results/peer/joeynmt --log {log}"
+
+
+rule peer:
+    input:
+        ours=expand("results/translations/{model}/test.hyp", model=MODELS),
+        stats=expand("results/models/{model}/train_stats.json", model=MODELS),
+        peer=rules.peer_joeynmt.output,
+        ref=f"results/data/raw/test.{TGT}",
+        code=stage_code("compare-peer"),
+    output:
+        "results/peer/comparison.json",
+        "results/peer/comparison.md",
+    params:
+        stage=stage_params("compare-peer"),
+        files=PARAMS,
+        systems=" ".join(
+            f"--system {m}=results/translations/{m}/test.hyp=results/models/{m}/train_stats.json" for m in MODELS
+        ),
+    log:
+        "results/logs/peer.log",
+    shell:
+        "rnnsearch compare-peer {params.files} {params.systems}"
+        " --system JoeyNMT-2.3.0=results/peer/joeynmt/test.hyp=results/peer/joeynmt/stats.json"
+        " --ref {input.ref} --out-dir results/peer --log {log}"
