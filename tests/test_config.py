@@ -29,6 +29,12 @@ def test_shipped_configs_are_valid():
     assert paper["model"] == {"m": 620, "n": 1000, "n_align": 1000, "l": 500}
     assert paper["vocab"] == {"src_size": 30000, "tgt_size": 30000}
     assert paper["train"]["optimizer"] == "adadelta" and paper["train"]["batch_size"] == 80
+    m30k = cfg.load_params([REPO / "params.yaml", REPO / "workflow" / "configs" / "multi30k.yaml"])
+    assert list(m30k["models"]) == ["rnnencdec-50", "rnnsearch-50"] and m30k["data"]["source"] == "multi30k"
+    offline = cfg.load_params([REPO / "params.yaml", REPO / "workflow" / "configs" / "multi30k.yaml",
+                               REPO / "workflow" / "configs" / "local.yaml"])
+    assert offline["data"]["source"] == "local" and offline["model"] == m30k["model"]
+    assert offline["data"]["extra_tests"]["test_2018_flickr"] == "../shared/data/multi30k_enfr/test_2018_flickr"
 
 
 def test_unknown_key_is_named_with_its_path():
@@ -88,6 +94,8 @@ def test_overlays_merge_key_by_key(tmp_path):
     assert cfg.model_config(c, "rnnsearch-50")["n"] == 7
     assert cfg.train_config(c, "rnnsearch-50")["max_updates"] == 3
     assert cfg.train_config(c, "rnnsearch-30")["max_updates"] == params()["train"]["max_updates"]
+    overlay.write_text("models: {rnnsearch-30: null, rnnencdec-30: null}\n")  # null removes a key
+    assert list(cfg.load_params([REPO / "params.yaml", overlay])["models"]) == ["rnnencdec-50", "rnnsearch-50"]
 
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path):

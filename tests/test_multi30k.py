@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rnnsearch import config as cfg
 from rnnsearch.corpus import multi30k
@@ -74,3 +75,28 @@ def test_the_workflow_downloads_and_prepares_multi30k(mirror, tmp_path):
     assert raw[0] == (mirror_text := gzip.decompress(mirror.files["/task1/raw/test_2017_flickr.fr.gz"]).decode()
                       ).splitlines()[0].strip() and len(raw) == len(mirror_text.splitlines())
     assert "sha256" in (ws / "results/logs/download/multi30k/train.en.log").read_text()
+
+
+@pytest.mark.slow
+def test_the_preset_runs_offline_on_the_local_copy(shared_data, tmp_path):
+    """README's offline command (the preset, then workflow/configs/local.yaml) through the whole DAG, with a
+    reduced budget: 20 updates of small models, beam 2."""
+    ws = repo_copy(tmp_path / "ws")
+    (tmp_path / "shared").symlink_to(shared_data.parent)  # local.yaml reads ../shared/data/multi30k_enfr
+    (ws / "ci.yaml").write_text(yaml.safe_dump({
+        "model": {"m": 32, "n": 32, "n_align": 32, "l": 16},
+        "models": {"rnnencdec-50": {"max_updates": 20}, "rnnsearch-50": {"max_updates": 20}},
+        "train": {"validate_every": 20, "checkpoint_every": 20, "log_every": 10},
+        "decode": {"beam": 2, "batch_size": 100}, "score": {"bootstrap_samples": 50}}))
+    p = subprocess.run([str(BIN / "snakemake"), "all", "--cores", "2", "--configfile", "workflow/configs/multi30k.yaml",
+                        "workflow/configs/local.yaml", "ci.yaml"], cwd=ws, capture_output=True, text=True,
+                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    corpus = json.loads((ws / "results/data/raw/corpus.json").read_text())
+    assert corpus["train"]["pairs"] == 29000 and corpus["test"]["source"].endswith("test_2016_flickr.en")
+    table1 = (ws / "results/tables/table1.csv").read_text()
+    assert "rnnsearch-50" in table1 and "rnnsearch-30" not in table1  # the preset trains the two -50 models
+    extra = json.loads((ws / "results/tables/extra_tests.json").read_text())["scores"]
+    assert set(extra["rnnsearch-50"]) == {"test_2017_flickr", "test_2018_flickr"}
+    report = (ws / "results/report.md").read_text()
+    assert "## Sample translations" in report and "- Reference: " in report

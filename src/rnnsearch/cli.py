@@ -30,6 +30,7 @@ STAGES_HELP = {
     "bench-train": "benchmark: training speed and peak memory of one model size on random batches",
     "peer": "experiment: JoeyNMT 2.3.0 trained on our data for as long as peer.model trained, then decoded",
     "compare-peer": "experiment: sacreBLEU, chrF, training time and words/s of our models and the peer",
+    "score-extra": "7. sacreBLEU and chrF of every model on the extra test sets (data.extra_tests)",
 }
 
 
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(a, help="pipeline stage: the tokenized test set, vocabularies and output folder")
     user = p.add_argument_group("translating your own sentences (no --out-dir)")
     user.add_argument("--input", default="-", help="raw sentences, one per line (default: stdin)")
+    user.add_argument("--output", help="write the translations to this file (atomically) instead of stdout")
     user.add_argument("--beam", type=int, default=12)
     user.add_argument("--max-len-a", type=float, default=1.5)
     user.add_argument("--max-len-b", type=int, default=10)
@@ -130,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--out", required=True)
 
+    p = stage("score-extra", params=False)
+    p.add_argument("--entry", nargs=4, action="append", required=True, metavar=("SET", "MODEL", "HYP", "REF"),
+                   help="a test set's name, a model's name, its detokenized translations and the raw references")
+    p.add_argument("--out-dir", required=True)
     p = stage("peer")
     p.add_argument("--train-stats", required=True, help="train_stats.json of peer.model: its training time")
     for a in ("--train", "--dev", "--test"):
@@ -244,6 +250,10 @@ def run(args: argparse.Namespace) -> None:
 
         run_bench_train(args.arch, args.size, args.batch, args.length, args.steps, args.threads, args.device,
                         args.seed, args.out)
+    elif stage == "score-extra":
+        from .score import run_extra_scores
+
+        run_extra_scores([tuple(e) for e in args.entry], args.out_dir)
     elif stage == "peer":
         from .peer import run_peer
 
@@ -290,12 +300,14 @@ def translate_user(args: argparse.Namespace) -> None:
     results = translate_text(args.checkpoint, lines, args.beam, args.max_len_a, args.max_len_b,
                              not args.no_length_norm, args.src_lang, args.tgt_lang, args.src_vocab, args.tgt_vocab,
                              n_best=args.n_best)
+    written: list[str] = []
+    emit = written.append if args.output else (lambda line: print(line, flush=True))
     for i, nbest in enumerate(results, 1):
         if args.n_best > 1:
             for text, _, out, _, score in nbest:
-                print(f"{i - 1} ||| {text} ||| {score:.4f} ||| {score / (len(out) - 1 or 1):.4f}", flush=True)
+                emit(f"{i - 1} ||| {text} ||| {score:.4f} ||| {score / (len(out) - 1 or 1):.4f}")
         else:
-            print(nbest[0][0], flush=True)
+            emit(nbest[0][0])
         text, src, out, alpha, _ = nbest[0]
         if alpha is None and (args.alignment or args.heatmap_dir):
             raise InputError(f"{args.checkpoint}: this model has no alignment model (RNNencdec): no alignments")
@@ -305,6 +317,10 @@ def translate_user(args: argparse.Namespace) -> None:
             from .plots import alignment_figure
 
             alignment_figure(alpha.numpy(), src, out, f"sentence {i}", Path(args.heatmap_dir) / f"alignment_{i}.png")
+    if args.output:
+        from .textio import write_lines_atomic
+
+        write_lines_atomic(args.output, written)
 
 
 def _setup_logging(log_file: str | None, quiet: bool = False, append: bool = False) -> None:

@@ -38,6 +38,7 @@ STAGE_KEYS: dict[str, list[str]] = {
     "bench-decode": ["decode"],
     "peer": ["seed", "peer", "vocab", "decode.beam", "train.threads", "data.src", "data.tgt"],
     "compare-peer": ["data.tgt"],
+    "score-extra": [],
 }
 
 # The source each stage runs, relative to src/rnnsearch: the rules list it as input, so editing it reruns the stage
@@ -59,7 +60,13 @@ STAGE_MODULES = {
     "bench-train": ["bench.py", "train.py", "batching.py", "presets.py", "model"],
     "peer": ["peer.py", "peer_joeynmt.py", "text.py"],
     "compare-peer": ["peer.py"],
+    "score-extra": ["score.py"],
 }
+
+
+# Rules whose stage has another name (the CLI uses hyphens; translate_extra runs `rnnsearch translate`).
+RULE_STAGE = {"translate_extra": "translate", "score_extra": "score-extra", "bench_decode": "bench-decode",
+              "bench_train": "bench-train", "peer_joeynmt": "peer", "peer": "compare-peer"}
 
 
 class ConfigError(InputError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from pathlib import Path
 
 import yaml
@@ -52,7 +53,7 @@ def snakemake_jobs(snakefile: str = "Snakefile") -> list:
 
 def stage_name(job) -> str:
     """rule name and wildcard values: train_rnnsearch-50, tokenize_train_en (DVC allows only - and _)."""
-    return "_".join([job.rule.name, *map(str, job.wildcards_dict.values())])
+    return re.sub(r"[^\w-]", "-", "_".join([job.rule.name, *map(str, job.wildcards_dict.values())]))
 
 
 def _is(path: str, patterns: tuple[str, ...]) -> bool:
@@ -64,7 +65,7 @@ def stage_of(job) -> dict:
     model = job.wildcards_dict.get("model")
     stage: dict = {"cmd": " ".join(job.shellcmd.split())}
     stage["deps"] = sorted(set(map(str, job.input)))  # the rules list the stage's source modules as inputs
-    keys = cfg.stage_keys(name, model)
+    keys = cfg.stage_keys(cfg.RULE_STAGE.get(name, name), model)
     if keys:
         stage["params"] = keys
     outs, metrics, plots = [], [], []
@@ -93,7 +94,8 @@ def _plot(path: str, model: str | None):
 def render(jobs) -> str:
     """dvc.yaml text: stages in pipeline order (the order of STAGE_MODULES), then by name."""
     order = list(cfg.STAGE_MODULES)
-    jobs = sorted(jobs, key=lambda j: (order.index(j.rule.name), stage_name(j)))
+    jobs = sorted(jobs, key=lambda j: (order.index(cfg.RULE_STAGE.get(j.rule.name, j.rule.name)), j.rule.name,
+                                       stage_name(j)))
     return HEADER + yaml.safe_dump({"stages": {stage_name(j): stage_of(j) for j in jobs}}, sort_keys=False, width=100)
 
 

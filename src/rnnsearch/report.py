@@ -1,9 +1,10 @@
-"""Stage 9: one Markdown page with the tables, the figures, long-sentence translations (the paper's Table 3)
-and the parameters of the run, linking the files under `results/`."""
+"""Stage 9: one Markdown page with the tables, the figures, sample translations, long-sentence translations (the
+paper's Table 3) and the parameters of the run, linking the files under `results/`."""
 
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import yaml
@@ -26,6 +27,11 @@ def _bleu_cell(bucket: dict) -> str:
 def long_sentence_examples(src: list[str], min_len: int, k: int) -> list[int]:
     """The first k test sentences with at least min_len source words (deterministic, like Table 3)."""
     return [i for i, s in enumerate(src) if len(s.split()) >= min_len][:k]
+
+
+def sample_sentences(n: int, seed: int, k: int) -> list[int]:
+    """k test sentence indices drawn reproducibly from the seed, in file order."""
+    return sorted(random.Random(seed).sample(range(n), min(k, n)))
 
 
 def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, alignments: list[str], score_files: list[str],
@@ -62,7 +68,13 @@ def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, align
                 r = aer[key]
                 lines.append(f"| {name} | {r['aer']:.3f} | {r['precision']:.3f} | {r['recall']:.3f} | {r['links']} | "
                              f"{r['sure']} |")
-    lines += ["", "## Table 3: translations of long test sentences", ""]
+    lines += ["", "## Sample translations", "",
+              f"Five test sentences drawn with `seed` {params['seed']}, each model's output as scored (detokenized).", ""]
+    for i in sample_sentences(len(src), params["seed"], 5):
+        lines += [f"**Sentence {i + 1}**", "", f"- Source: {src[i]}", f"- Reference: {ref[i]}"]
+        lines += [f"- {m}: {h[i]}" for m, h in hyps.items()]
+        lines.append("")
+    lines += ["## Table 3: translations of long test sentences", ""]
     for i in long_sentence_examples(src, 30, 3):
         lines += [f"**Sentence {i + 1}** ({len(src[i].split())} words)", "", f"- Source: {src[i]}", f"- Reference: {ref[i]}"]
         lines += [f"- {m}: {h[i]}" for m, h in hyps.items()]

@@ -11,10 +11,12 @@ BLEU from the n-gram statistics summed over the bucket's sentences.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from .textio import InputError, read_json, read_lines, write_json_atomic
+from .textio import InputError, read_json, read_lines, write_json_atomic, write_lines_atomic
 from .vocab import Vocab
 
 
@@ -126,4 +128,32 @@ def run_score(model: str, src_tok_path: str, ref_tok_path: str, ref_raw_path: st
         "by_length": bleu_by_length(src_tok, hyp_tok, ref_tok, edges, bootstrap, seed),
     }
     write_json_atomic(out, result)
+    return result
+
+
+def run_extra_scores(entries: list[tuple[str, str, str, str]], out_dir: str) -> dict:
+    """sacreBLEU and chrF of (test set, model, detokenized hypotheses, raw references) entries; writes
+    extra_tests.json and extra_tests.md (one row per model, BLEU / chrF per test set)."""
+    from sacrebleu.metrics import CHRF
+
+    scores: dict = {}
+    signatures = {}
+    for name, model, hyp_path, ref_path in entries:
+        hyps, refs = read_lines(hyp_path), read_lines(ref_path)
+        check_aligned(hyp_path, hyps, ref_path, refs)
+        bleu, chrf = BLEU(), CHRF()
+        scores.setdefault(model, {})[name] = {"bleu": round(bleu.corpus_score(hyps, [refs]).score, 2),
+                                              "chrf": round(chrf.corpus_score(hyps, [refs]).score, 2),
+                                              "sentences": len(refs)}
+        signatures = {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())}
+    sets = list(dict.fromkeys(e[0] for e in entries))
+    lines = ["| model | " + " | ".join(f"{s} BLEU / chrF" for s in sets) + " |", "|---" * (len(sets) + 1) + "|"]
+    for model, row in scores.items():
+        lines.append(f"| {model} | " + " | ".join(f"{row[s]['bleu']:.2f} / {row[s]['chrf']:.2f}" for s in sets) + " |")
+    lines += ["", "Detokenized output against the raw references, " +
+              ", ".join(f"{s}: {next(iter(scores.values()))[s]['sentences']} sentences" for s in sets) + ".",
+              f"BLEU: `{signatures['bleu']}`; chrF: `{signatures['chrf']}`."]
+    result = {"scores": scores, "signatures": signatures}
+    write_json_atomic(Path(out_dir) / "extra_tests.json", result)
+    write_lines_atomic(Path(out_dir) / "extra_tests.md", lines)
     return result

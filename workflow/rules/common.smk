@@ -30,6 +30,7 @@ PARAMS = " ".join(f"--params {f}" for f in PARAMS_FILES)
 SRC, TGT = config["data"]["src"], config["data"]["tgt"]
 MODELS = list(config["models"])
 ALIGN_MODEL = config["figures"]["alignment_model"]
+EXTRA_TESTS = config["data"].get("extra_tests", {})
 AER_GOLD = {"synthetic": "results/data/raw/test.align", "none": None}.get(config["aer"]["gold"], config["aer"]["gold"])
 TRAIN_LENS = rcfg.train_lengths(config)
 ALIGN_LETTERS = list("abcdefghijklmnopqrstuvwxyz"[: 1 + config["figures"]["alignment_samples"]]) + ["long"]
@@ -41,6 +42,7 @@ wildcard_constraints:
     split="train|dev|test",
     lang=f"{SRC}|{TGT}",
     file=r"[\w.]+",
+    testset=r"[A-Za-z0-9_-]+",
 
 
 def stage_params(stage, model=None):
@@ -88,4 +90,5 @@ def final_outputs():
         *expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
         "results/report.md",
         *(["results/scores/aer.json"] if AER_GOLD else []),
+        *(["results/tables/extra_tests.md"] if EXTRA_TESTS else []),
     ]

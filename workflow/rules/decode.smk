@@ -31,3 +31,28 @@ rule translate:
         "rnnsearch translate {params.files} --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
         " --out-dir results/translations/{wildcards.model} --log {log}"
+
+
+rule translate_extra:
+    """Each model on each extra test set (data.extra_tests), raw text in, detokenized translations out, with the
+    decode settings of the main test set."""
+    input:
+        checkpoint="results/models/{model}/model.pt",
+        src=lambda w: f"{EXTRA_TESTS[w.testset]}.{SRC}",
+        code=stage_code("translate"),
+    output:
+        "results/extra/{testset}/{model}.hyp",
+    params:
+        decode=config["decode"],
+        norm="" if config["decode"]["length_norm"] else " --no-length-norm",
+    threads: config["decode"]["threads"]
+    resources:
+        **cluster_resources("decode"),
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/translate_extra/{testset}/{model}.log",
+    shell:
+        "rnnsearch translate --checkpoint {input.checkpoint} --input {input.src} --output {output}"
+        " --beam {params.decode[beam]} --max-len-a {params.decode[max_len_a]} --max-len-b {params.decode[max_len_b]}"
+        "{params.norm} --src-lang {SRC} --tgt-lang {TGT} --log {log}"

@@ -138,3 +138,23 @@ rule report:
         "rnnsearch report {params.files} --table1 {input.table1} --table2 {input.table2} --figure2 {input.figure2}"
         " --alignments {input.alignments} --scores {input.scores} --src {input.src} --ref {input.ref}"
         " --hyps {params.hyps} {params.aer} --out {output} --log {log}"
+
+
+rule score_extra:
+    input:
+        hyps=expand("results/extra/{testset}/{model}.hyp", testset=list(EXTRA_TESTS), model=MODELS),
+        refs=[f"{prefix}.{TGT}" for prefix in EXTRA_TESTS.values()],
+        code=stage_code("score-extra"),
+    output:
+        "results/tables/extra_tests.md",
+        "results/tables/extra_tests.json",
+    params:
+        entries=" ".join(
+            f"--entry {t} {m} results/extra/{t}/{m}.hyp {p}.{TGT}" for t, p in EXTRA_TESTS.items() for m in MODELS
+        ),
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/score_extra.log",
+    shell:
+        "rnnsearch score-extra {params.entries} --out-dir results/tables --log {log}"

@@ -1,0 +1,42 @@
+"""data.extra_tests: more test sets, translated by every model from raw text with the decode settings and scored
+with sacreBLEU and chrF (results/tables/extra_tests.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rnnsearch.score import run_extra_scores
+from rnnsearch.textio import InputError
+
+from .conftest import repo_copy
+
+BIN = Path(sys.executable).parent
+
+
+def test_the_main_test_set_as_an_extra_one_gives_the_same_translations_and_bleu(tmp_path):
+    """Raw text through `rnnsearch translate --output` (its own tokenization and batching) must give what the
+    pipeline's translate stage gives on the tokenized test set, and the same sacreBLEU."""
+    ws = repo_copy(tmp_path, {"data": {"extra_tests": {"again": "results/data/raw/test"}}})
+    p = subprocess.run([str(BIN / "snakemake"), "--cores", "2", "results/tables/extra_tests.md",
+                        "results/scores/rnnsearch-50.json", "results/scores/rnnencdec-50.json"], cwd=ws,
+                       capture_output=True, text=True, env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    table = json.loads((ws / "results/tables/extra_tests.json").read_text())
+    for model in ("rnnsearch-50", "rnnencdec-50"):
+        extra = (ws / f"results/extra/again/{model}.hyp").read_text()
+        assert extra == (ws / f"results/translations/{model}/test.hyp").read_text()
+        score = json.loads((ws / f"results/scores/{model}.json").read_text())
+        assert table["scores"][model]["again"]["bleu"] == round(score["sacrebleu_all"], 2)
+    assert "| rnnsearch-50 |" in (ws / "results/tables/extra_tests.md").read_text()
+
+
+def test_misaligned_files_are_named(tmp_path):
+    (tmp_path / "hyp").write_text("a\nb\n")
+    (tmp_path / "ref").write_text("a\n")
+    with pytest.raises(InputError, match=r"hyp has 2 lines but .*ref has 1"):
+        run_extra_scores([("t", "m", str(tmp_path / "hyp"), str(tmp_path / "ref"))], str(tmp_path))
