@@ -34,7 +34,7 @@ def test_shipped_configs_are_valid():
     offline = cfg.load_params([REPO / "params.yaml", REPO / "workflow" / "configs" / "multi30k.yaml",
                                REPO / "workflow" / "configs" / "local.yaml"])
     assert offline["data"]["source"] == "local" and offline["model"] == m30k["model"]
-    assert offline["data"]["extra_tests"]["test_2018_flickr"] == "../shared/data/multi30k_enfr/test_2018_flickr"
+    assert offline["extra_tests"]["test_2018_flickr"] == "../shared/data/multi30k_enfr/test_2018_flickr"
 
 
 def test_unknown_key_is_named_with_its_path():

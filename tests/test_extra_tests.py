@@ -1,4 +1,4 @@
-"""data.extra_tests: more test sets, translated by every model from raw text with the decode settings and scored
+"""extra_tests: more test sets, translated by every model from raw text with the decode settings and scored
 with sacreBLEU and chrF (results/tables/extra_tests.md)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ BIN = Path(sys.executable).parent
 def test_the_main_test_set_as_an_extra_one_gives_the_same_translations_and_bleu(tmp_path):
     """Raw text through `rnnsearch translate --output` (its own tokenization and batching) must give what the
     pipeline's translate stage gives on the tokenized test set, and the same sacreBLEU."""
-    ws = repo_copy(tmp_path, {"data": {"extra_tests": {"again": "results/data/raw/test"}}})
+    ws = repo_copy(tmp_path, {"extra_tests": {"again": "results/data/raw/test"}})
     p = subprocess.run([str(BIN / "snakemake"), "--cores", "2", "results/tables/extra_tests.md",
                         "results/scores/rnnsearch-50.json", "results/scores/rnnencdec-50.json"], cwd=ws,
                        capture_output=True, text=True, env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})

@@ -30,7 +30,7 @@ STAGES_HELP = {
     "bench-train": "benchmark: training speed and peak memory of one model size on random batches",
     "peer": "experiment: JoeyNMT 2.3.0 trained on our data for as long as peer.model trained, then decoded",
     "compare-peer": "experiment: sacreBLEU, chrF, training time and words/s of our models and the peer",
-    "score-extra": "7. sacreBLEU and chrF of every model on the extra test sets (data.extra_tests)",
+    "score-extra": "7. sacreBLEU and chrF of every model on the extra test sets (extra_tests)",
 }
 
 

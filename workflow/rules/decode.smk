@@ -34,7 +34,7 @@ rule translate:
 
 
 rule translate_extra:
-    """Each model on each extra test set (data.extra_tests), raw text in, detokenized translations out, with the
+    """Each model on each extra test set (extra_tests), raw text in, detokenized translations out, with the
     decode settings of the main test set."""
     input:
         checkpoint="results/models/{model}/model.pt",
