@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,7 +60,6 @@ def weights(path: Path) -> dict:
 def reference(data: Path) -> Path:
     out = data / "uninterrupted"
     subprocess.run(train_cmd(data, out), check=True, capture_output=True)
-    assert not (out / "checkpoint.pt").exists()  # removed once model.pt is written
     return out / "model.pt"
 
 
@@ -144,10 +144,41 @@ def test_training_validates_keeps_the_best_and_the_last_checkpoints(data: Path, 
     best = max(rows[1:], key=lambda r: (float(r[4]), -float(r[2])))  # dev BLEU, then dev NLL
     assert stats["selected_update"] == int(best[0]) and stats["dev_bleu"] == float(best[4])
     assert torch.load(out / "model.pt", weights_only=True)["update"] == stats["selected_update"]
-    assert sorted(p.name for p in out.glob("*.pt")) == ["checkpoint-000000130.pt", "checkpoint-000000140.pt", "model.pt"]
+    best = f"best-{stats['selected_update']:09d}.pt"  # model.pt is a hard link to it
+    assert sorted(p.name for p in out.glob("*.pt")) == sorted(["checkpoint-000000130.pt", "checkpoint-000000140.pt",
+                                                               "checkpoint.pt", best, "model.pt"])
+    assert (out / best).stat().st_ino == (out / "model.pt").stat().st_ino
+    final = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert final["update"] == UPDATES and final["progress"]["finished"]  # the final state, kept
     log = (out / "train.log").read_text()
     assert "rnnsearch-50 sample 3" in log and "    reference: " in log and "dev NLL/sent" in log
     assert "parameters" in log and "git " in log
+
+
+def test_a_finished_training_whose_outputs_were_deleted_completes_without_training(data: Path, reference: Path,
+                                                                                 tmp_path: Path):
+    """Snakemake deletes the outputs of a job Slurm killed at its time limit after the training had finished: the
+    next attempt must rewrite them from the kept final state, not train again; other settings start afresh."""
+    out = tmp_path / "out"
+    shutil.copytree(reference.parent, out)
+    for f in ("model.pt", "train_stats.json", "learning_curve.tsv", "validation.tsv"):
+        (out / f).unlink()
+    subprocess.run(train_cmd(data, out), check=True, capture_output=True)
+    stats = json.loads((out / "train_stats.json").read_text())
+    assert stats["updates"] == UPDATES and stats["runs"][-1]["start"] == stats["runs"][-1]["end"] == UPDATES
+    assert (out / "model.pt").read_bytes() == reference.read_bytes()
+    assert (out / "validation.tsv").read_text() == (reference.parent / "validation.tsv").read_text()
+
+    params = yaml.safe_load((data / "params.yaml").read_text())
+    params["train"]["lr"] = 0.01  # another trajectory: the finished checkpoint is not resumed, nor refused
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    cmd = train_cmd(data, out)
+    cmd[cmd.index(str(data / "params.yaml"))] = str(tmp_path / "params.yaml")
+    subprocess.run(cmd, check=True, capture_output=True)
+    stats = json.loads((out / "train_stats.json").read_text())
+    assert [(r["start"], r["end"]) for r in stats["runs"]] == [(0, UPDATES)]
+    assert "holds a finished training of another configuration (train.lr: 0.003 in the checkpoint, 0.01 now)" in (
+        out / "train.log").read_text()
 
 
 def test_patience_stops_training_early(data: Path, tmp_path: Path):

@@ -174,9 +174,14 @@ def _train(stop: dict, name: str, model_cfg: dict, train_cfg: dict, seed: int, s
     if resumed:
         state = load_checkpoint(ckpt_path, device)
         diffs = _resume_mismatch(state["config"], config)
-        if diffs:
+        if diffs and state.get("progress", {}).get("finished"):  # a finished training of other settings: start afresh
+            log.info("%s: %s holds a finished training of another configuration (%s): training from scratch", name,
+                     ckpt_path, "; ".join(diffs))
+            resumed = False
+        elif diffs:
             raise InputError(f"{ckpt_path}: written for another configuration ({'; '.join(diffs)}); "
                              "delete it to train from scratch")
+    if resumed:
         check_vocabs(state, ckpt_path, src=(src_vocab_path, src_vocab), tgt=(tgt_vocab_path, tgt_vocab))
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -189,9 +194,10 @@ def _train(stop: dict, name: str, model_cfg: dict, train_cfg: dict, seed: int, s
         runs = progress.setdefault("runs", [])
         if runs and runs[-1]["ended_by"] is None:  # killed without a signal: it lost what followed its checkpoint
             runs[-1]["ended_by"] = "killed (lost the updates after its last checkpoint)"
-    else:  # states left by an earlier run that did not finish
-        for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt")]:
-            old.unlink()
+        progress["finished"] = False
+    else:  # states left by an earlier run that did not finish, or by a finished one of other settings
+        for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt"), ckpt_path]:
+            old.unlink(missing_ok=True)
     run = {"start": progress["update"], "end": progress["update"], "ended_by": None,
            "slurm_job": os.environ.get("SLURM_JOB_ID"), "host": platform.node()}
     progress["runs"].append(run)
@@ -300,7 +306,13 @@ def _train(stop: dict, name: str, model_cfg: dict, train_cfg: dict, seed: int, s
     final_update, train_nll = progress["update"], _smoothed_train_nll(curve)
     run.update(end=final_update, ended_by="early stop" if _patience_spent(progress, train_cfg) else "update budget")
 
+    # The final state stays in checkpoint.pt (marked finished) and the best in best-<update>.pt, model.pt being a
+    # hard link to it: a job killed after this point (Slurm's time limit while Snakemake wraps up, which then
+    # deletes the outputs of the "failed" job) is completed by the next attempt without training again.
+    progress["finished"] = True
+    save(ckpt_path)
     best = progress["best"]
+    _prune_best(out, best)
     best_path = _best_path(out, best["update"])
     model.load_state_dict(load_checkpoint(best_path, device)["model"])  # the selected model: the best dev BLEU
     selected = next(v for v in progress["validations"] if v["update"] == best["update"])
@@ -314,15 +326,13 @@ def _train(stop: dict, name: str, model_cfg: dict, train_cfg: dict, seed: int, s
         "train_pairs": len(src), "git": commit, "runs": progress["runs"],
         "words": progress.get("words", 0),  # source + target words trained on (all updates)
     }
-    best_path.replace(out / "model.pt")
-    _prune_best(out, None)
+    _link(best_path, out / "model.pt")
     write_json_atomic(out / "train_stats.json", stats)
     write_lines_atomic(out / "learning_curve.tsv",
                        ["\t".join(curve[0])] + ["\t".join(str(v) for v in row.values()) for row in curve])
     rows = progress["validations"]
     write_lines_atomic(out / "validation.tsv",
                        ["\t".join(rows[0])] + ["\t".join(str(v) for v in row.values()) for row in rows])
-    ckpt_path.unlink(missing_ok=True)  # finished: model.pt holds the selected state
     if live:
         live.summary.update({"dev/nll_per_sentence": selected["dev_nll"], "dev/bleu": selected["dev_bleu"]})
         live.end()
@@ -353,6 +363,17 @@ def _prune_best(out: Path, best: dict | None) -> None:
     for path in out.glob("best-*.pt"):
         if path != keep:
             path.unlink()
+
+
+def _link(source: Path, target: Path) -> None:
+    """`target` as a hard link to `source` (a copy on a filesystem without hard links), replaced atomically."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
 
 
 def _keep_last(out: Path, update: int, keep: int) -> None:

@@ -45,6 +45,7 @@ rule translate_extra:
     params:
         decode=config["decode"],
         norm="" if config["decode"]["length_norm"] else " --no-length-norm",
+        langs=f"--src-lang {SRC} --tgt-lang {TGT}",
     threads: config["decode"]["threads"]
     resources:
         **cluster_resources("decode"),
@@ -55,4 +56,4 @@ rule translate_extra:
     shell:
         "rnnsearch translate --checkpoint {input.checkpoint} --input {input.src} --output {output}"
         " --beam {params.decode[beam]} --max-len-a {params.decode[max_len_a]} --max-len-b {params.decode[max_len_b]}"
-        "{params.norm} --src-lang {SRC} --tgt-lang {TGT} --log {log}"
+        "{params.norm} {params.langs} --log {log}"

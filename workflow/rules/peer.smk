@@ -2,7 +2,6 @@
 # JoeyNMT trains on our tokenized data for as long as `peer.model` trained (its train_stats.json), then decodes
 # the test set with decode.beam; every system is scored the same way in results/peer/comparison.md.
 PEER_MODEL = config["peer"]["model"]
-TRAIN_PREFIX = train_file(PEER_MODEL, SRC).removesuffix(f".{SRC}")  # JoeyNMT reads <prefix>.<lang>
 
 
 rule peer_joeynmt:
@@ -19,12 +18,17 @@ rule peer_joeynmt:
     params:
         stage=stage_params("peer"),
         files=PARAMS,
+        train=lambda w, input: os.path.splitext(input.train[0])[0],  # JoeyNMT reads <prefix>.<lang>
+        dev=lambda w, input: os.path.splitext(input.dev[0])[0],
+        test=lambda w, input: os.path.splitext(input.test[0])[0],
     threads: config["train"]["threads"]
+    conda:
+        "../../envs/rnnsearch.yaml"  # ours; JoeyNMT runs in peer.python
     log:
         "results/logs/peer_joeynmt.log",
     shell:
-        "rnnsearch peer {params.files} --train-stats {input.stats} --train {TRAIN_PREFIX}"
-        " --dev results/data/tok/dev --test results/data/tok/test --out-dir results/peer/joeynmt --log {log}"
+        "rnnsearch peer {params.files} --train-stats {input.stats} --train {params.train}"
+        " --dev {params.dev} --test {params.test} --out-dir results/peer/joeynmt --log {log}"
 
 
 rule peer:
@@ -43,6 +47,8 @@ rule peer:
         systems=" ".join(
             f"--system {m}=results/translations/{m}/test.hyp=results/models/{m}/train_stats.json" for m in MODELS
         ),
+    conda:
+        "../../envs/rnnsearch.yaml"
     log:
         "results/logs/peer.log",
     shell:
