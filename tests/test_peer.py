@@ -32,7 +32,7 @@ def test_every_system_is_scored_the_same_way(tmp_path):
                                                           if name == "a" else
                                                           {"train_seconds": 50.0, "updates": 3, "words": 1000}))
         systems.append((name, str(tmp_path / f"{name}.hyp"), str(tmp_path / f"{name}.json")))
-    result = run_compare(systems, str(tmp_path / "ref"), "fr", str(tmp_path))
+    result = run_compare(systems, str(tmp_path / "ref"), str(tmp_path))
     rows = {r["system"]: r for r in result["systems"]}
     for name, lines in hyps.items():
         assert rows[name]["bleu"] == round(BLEU().corpus_score(lines, [REFS]).score, 2)
@@ -42,7 +42,7 @@ def test_every_system_is_scored_the_same_way(tmp_path):
 
     (tmp_path / "b.hyp").write_text("one line\n")
     with pytest.raises(InputError, match=r"b.hyp has 1 lines but .*ref has 3"):
-        run_compare(systems, str(tmp_path / "ref"), "fr", str(tmp_path))
+        run_compare(systems, str(tmp_path / "ref"), str(tmp_path))
 
 
 def test_a_python_without_joeynmt_is_named(tmp_path):

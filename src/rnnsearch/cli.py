@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> None:
             if len(parts) != 3:
                 raise InputError(f"--system {spec!r}: expected NAME=HYP=STATS")
             systems.append(tuple(parts))
-        run_compare(systems, args.ref, p["data.tgt"], args.out_dir)
+        run_compare(systems, args.ref, args.out_dir)
     elif stage == "check-params":
         import yaml
 

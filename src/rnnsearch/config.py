@@ -37,7 +37,7 @@ STAGE_KEYS: dict[str, list[str]] = {
     "report": ["seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "aer", "figures"],
     "bench-decode": ["decode"],
     "peer": ["seed", "peer", "vocab", "decode.beam", "train.threads", "data.src", "data.tgt"],
-    "compare-peer": ["data.tgt"],
+    "compare-peer": [],
     "score-extra": [],
 }
 

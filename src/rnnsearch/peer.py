@@ -104,7 +104,7 @@ def run_peer(python: str, base_config: str, train_stats: str, train: str, dev: s
     return stats
 
 
-def run_compare(systems: list[tuple[str, str, str]], ref_raw: str, tgt: str, out_dir: str) -> dict:
+def run_compare(systems: list[tuple[str, str, str]], ref_raw: str, out_dir: str) -> dict:
     """`systems`: (name, detokenized test.hyp, train/peer stats JSON). Writes comparison.json and comparison.md."""
     from sacrebleu.metrics import BLEU, CHRF
 
