@@ -380,12 +380,7 @@ def _keep_last(out: Path, update: int, keep: int) -> None:
     """checkpoint-<update>.pt beside checkpoint.pt for the last `keep` checkpoints (hard links: no copy)."""
     if keep <= 0:
         return
-    target = out / f"checkpoint-{update:09d}.pt"
-    target.unlink(missing_ok=True)
-    try:
-        os.link(out / "checkpoint.pt", target)
-    except OSError:  # a filesystem without hard links
-        shutil.copyfile(out / "checkpoint.pt", target)
+    _link(out / "checkpoint.pt", out / f"checkpoint-{update:09d}.pt")
     for old in sorted(out.glob("checkpoint-*.pt"))[:-keep]:
         old.unlink()
 
