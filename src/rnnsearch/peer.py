@@ -106,22 +106,20 @@ def run_peer(python: str, base_config: str, train_stats: str, train: str, dev: s
 
 def run_compare(systems: list[tuple[str, str, str]], ref_raw: str, out_dir: str) -> dict:
     """`systems`: (name, detokenized test.hyp, train/peer stats JSON). Writes comparison.json and comparison.md."""
-    from sacrebleu.metrics import BLEU, CHRF
+    from .score import bleu_chrf, check_aligned
 
     refs = read_lines(ref_raw)
     rows = []
     for name, hyp_path, stats_path in systems:
         hyps = read_lines(hyp_path)
-        if len(hyps) != len(refs):
-            raise InputError(f"{hyp_path} has {len(hyps)} lines but {ref_raw} has {len(refs)}")
+        check_aligned(hyp_path, hyps, ref_raw, refs)
         stats = json.loads(Path(stats_path).read_text())
-        bleu, chrf = BLEU(), CHRF()
-        b, c = bleu.corpus_score(hyps, [refs]), chrf.corpus_score(hyps, [refs])
+        s = bleu_chrf(hyps, refs)
         seconds = stats.get("train_seconds", stats.get("seconds"))
-        rows.append({"system": name, "bleu": round(b.score, 2), "chrf": round(c.score, 2),
+        rows.append({"system": name, "bleu": s["bleu"], "chrf": s["chrf"],
                      "train_seconds": round(seconds, 1), "updates": stats["updates"],
                      "words_per_s": round(stats["words"] / seconds, 1) if stats.get("words") else None,
-                     "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())})
+                     "bleu_signature": s["bleu_signature"], "chrf_signature": s["chrf_signature"]})
     result = {"machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                           "cpus": os.cpu_count()}, "test": ref_raw, "systems": rows}
     lines = ["| system | sacreBLEU | chrF | training time | updates | training words/s (src+tgt) |",

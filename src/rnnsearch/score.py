@@ -131,21 +131,26 @@ def run_score(model: str, src_tok_path: str, ref_tok_path: str, ref_raw_path: st
     return result
 
 
+def bleu_chrf(hyps: list[str], refs: list[str]) -> dict:
+    """sacreBLEU and chrF of detokenized hypotheses against raw references, rounded, with both signatures."""
+    from sacrebleu.metrics import CHRF
+
+    bleu, chrf = BLEU(), CHRF()
+    return {"bleu": round(bleu.corpus_score(hyps, [refs]).score, 2), "chrf": round(chrf.corpus_score(hyps, [refs]).score, 2),
+            "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}
+
+
 def run_extra_scores(entries: list[tuple[str, str, str, str]], out_dir: str) -> dict:
     """sacreBLEU and chrF of (test set, model, detokenized hypotheses, raw references) entries; writes
     extra_tests.json and extra_tests.md (one row per model, BLEU / chrF per test set)."""
-    from sacrebleu.metrics import CHRF
-
     scores: dict = {}
     signatures = {}
     for name, model, hyp_path, ref_path in entries:
         hyps, refs = read_lines(hyp_path), read_lines(ref_path)
         check_aligned(hyp_path, hyps, ref_path, refs)
-        bleu, chrf = BLEU(), CHRF()
-        scores.setdefault(model, {})[name] = {"bleu": round(bleu.corpus_score(hyps, [refs]).score, 2),
-                                              "chrf": round(chrf.corpus_score(hyps, [refs]).score, 2),
-                                              "sentences": len(refs)}
-        signatures = {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())}
+        s = bleu_chrf(hyps, refs)
+        scores.setdefault(model, {})[name] = {"bleu": s["bleu"], "chrf": s["chrf"], "sentences": len(refs)}
+        signatures = {"bleu": s["bleu_signature"], "chrf": s["chrf_signature"]}
     sets = list(dict.fromkeys(e[0] for e in entries))
     lines = ["| model | " + " | ".join(f"{s} BLEU / chrF" for s in sets) + " |", "|---" * (len(sets) + 1) + "|"]
     for model, row in scores.items():

@@ -32,7 +32,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..textio import InputError
+from ..textio import InputError, atomic_path
 
 log = logging.getLogger("rnnsearch.download")
 
@@ -226,10 +226,7 @@ def _strict_data_filter(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
 def gunzip(src: str | os.PathLike, dest: str | os.PathLike, sha256: str | None = None) -> Path:
     """Decompress `src` (.gz) to `dest`; with `sha256`, the decompressed bytes must have it."""
     src, dest = Path(src), Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
-    try:
+    with atomic_path(dest) as tmp:
         sha = hashlib.sha256()
         try:
             with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
@@ -241,8 +238,4 @@ def gunzip(src: str | os.PathLike, dest: str | os.PathLike, sha256: str | None =
         if sha256 and sha.hexdigest() != sha256.lower():
             raise InputError(f"{src}: the decompressed text does not match what is recorded "
                              f"(sha256: expected {sha256.lower()}, got {sha.hexdigest()})")
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return dest
