@@ -37,7 +37,7 @@ def data(tmp_path_factory) -> Path:
     for split in ("train", "dev"):
         for lang in ("en", "fr"):
             run_tokenize(d / f"raw/{split}.{lang}", d / f"{split}.{lang}", lang, False)
-    run_vocab(d / "train.en", d / "train.fr", d / "vocab.en.tsv", d / "vocab.fr.tsv", 150, 150)
+    run_vocab([d / "train.en"], [d / "train.fr"], d / "vocab.en.tsv", d / "vocab.fr.tsv", 150, 150)
     params = cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])
     params["train"].update(max_updates=UPDATES, checkpoint_every=10, log_every=10, validate_every=25, keep_checkpoints=2)
     params["models"]["rnnsearch-50"]["max_updates"] = UPDATES

@@ -14,8 +14,16 @@ from .textio import EXIT_INTERRUPTED, InputError, Interrupted
 
 STAGES_HELP = {
     "download": "0. fetch one file of a downloaded source (resumed, retried, checked against recorded checksums)",
+    "download-archive": "0. fetch one WMT'14 archive (resumed, retried, checked against workflow/resources/wmt14.yaml)",
+    "extract": "0. extract the members the corpus needs from one WMT'14 archive (tarfile's data filter)",
     "corpus": "1. the raw train/dev/test text: generated (synthetic), copied (local) or from the downloads",
+    "shard": "2. cut the raw training text into shards (scatter)",
     "tokenize": "2. Moses-tokenize one text file (sacremoses, no lowercasing)",
+    "clean": "2. drop pairs with an empty side, too many words or a skewed length ratio from one shard",
+    "gather": "2. concatenate the clean shards in order (gather)",
+    "count": "4. word counts of one shard, sorted by word (merged by the vocab stage)",
+    "bench-data": "benchmark: tokenization throughput per core and shortlist memory on real text; WMT'14 projection",
+    "data-report": "9. the data report: pairs and words after each step, length histograms, shortlist coverage",
     "filter": "3. keep the pairs of at most N words (the ≤30 / ≤50 training sets)",
     "vocab": "4. build the source and target shortlists",
     "train": "5. train one model of params.yaml's `models`",
@@ -53,11 +61,34 @@ def build_parser() -> argparse.ArgumentParser:
     p = stage("download")
     p.add_argument("--file", required=True, help="e.g. train.en (data.source multi30k)")
     p.add_argument("--out", required=True)
+    p = stage("download-archive")
+    p.add_argument("--name", required=True, help="an archive of workflow/resources/wmt14.yaml, e.g. dev.tgz")
+    p.add_argument("--out", required=True)
+    p = stage("extract", params=False)
+    for a in ("--name", "--archive", "--out-dir"):
+        p.add_argument(a, required=True)
     p = stage("corpus")
     p.add_argument("--out-dir", required=True)
     p.add_argument("--downloads", help="the folder of the downloaded files (data.source multi30k)")
+    p.add_argument("--extracted", help="the folder of the extracted archives (data.source wmt14)")
+    p = stage("shard", params=False)
+    p.add_argument("--src", required=True)
+    p.add_argument("--tgt", required=True)
+    p.add_argument("--out-src", nargs="+", required=True, help="one file per shard")
+    p.add_argument("--out-tgt", nargs="+", required=True)
     p = stage("tokenize")
     p.add_argument("--lang", required=True)
+    p.add_argument("--input", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--pretokenized", action="store_true",
+                   help="the text is Moses-tokenized already (LIUM): only undo its XML escapes")
+    p = stage("clean")
+    for a in ("--src", "--tgt", "--out-src", "--out-tgt", "--stats"):
+        p.add_argument(a, required=True)
+    p = stage("gather", params=False)
+    p.add_argument("--inputs", nargs="+", required=True)
+    p.add_argument("--output", required=True)
+    p = stage("count", params=False)
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True)
     p = stage("filter", params=False)
@@ -65,8 +96,21 @@ def build_parser() -> argparse.ArgumentParser:
     for a in ("--src", "--tgt", "--out-src", "--out-tgt", "--stats"):
         p.add_argument(a, required=True)
     p = stage("vocab")
-    for a in ("--src", "--tgt", "--out-src", "--out-tgt", "--stats"):
+    p.add_argument("--src", nargs="+", required=True, help="tokenized text or per-shard .counts files")
+    p.add_argument("--tgt", nargs="+", required=True)
+    for a in ("--out-src", "--out-tgt", "--stats"):
         p.add_argument(a, required=True)
+    p = stage("bench-data", params=False)
+    p.add_argument("--raw", nargs=2, action="append", default=[], metavar=("LANG", "FILE"), help="raw text to tokenize")
+    p.add_argument("--pretokenized", nargs=2, action="append", default=[], metavar=("LANG", "FILE"),
+                   help="Moses-tokenized, XML-escaped text (the LIUM path)")
+    p.add_argument("--out", required=True, help="JSON")
+    p.add_argument("--md", required=True, help="Markdown table")
+    p = stage("data-report")
+    for a in ("--corpus", "--tok-dir", "--vocab-dir", "--out-md", "--out-json", "--out-png"):
+        p.add_argument(a, required=True)
+    p.add_argument("--clean-stats", nargs="+", required=True, help="the clean stage's JSON of every shard")
+    p.add_argument("--filter-stats", nargs="+", required=True, help="the filter stage's JSON of every ≤N set")
     p = stage("train")
     p.add_argument("--model", required=True, help="a key of params.yaml's `models`")
     for a in ("--src-train", "--tgt-train", "--src-dev", "--tgt-dev", "--src-vocab", "--tgt-vocab", "--out-dir"):
@@ -168,6 +212,21 @@ def run(args: argparse.Namespace) -> None:
         from .corpus.multi30k import fetch
 
         fetch(args.file, args.out, p["data.multi30k.url"])
+    elif stage == "download-archive":
+        from .corpus.wmt14 import fetch_archive
+
+        fetch_archive(args.name, args.out, p["data.wmt14.records"], p["data.wmt14.lium_url"], p["data.wmt14.statmt_url"])
+    elif stage == "extract":
+        from .corpus.wmt14 import extract_archive
+
+        extract_archive(args.name, args.archive, args.out_dir)
+    elif stage == "corpus" and p["data"]["source"] == "wmt14":
+        from .corpus.wmt14 import run_wmt14_corpus
+
+        if not args.extracted:
+            raise InputError("corpus: data.source wmt14 needs --extracted (the folder of the extracted archives)")
+        w = p["data"]["wmt14"]
+        run_wmt14_corpus(args.extracted, w["selection"], p["data"]["src"], p["data"]["tgt"], w["records"], args.out_dir)
     elif stage == "corpus" and p["data"]["source"] == "multi30k":
         from .corpus.multi30k import run_multi30k_corpus
 
@@ -189,15 +248,40 @@ def run(args: argparse.Namespace) -> None:
     elif stage == "tokenize":
         from .text import run_tokenize
 
-        run_tokenize(args.input, args.output, args.lang, p["tokenize"]["aggressive_dash"])
+        run_tokenize(args.input, args.output, args.lang, p["tokenize"]["aggressive_dash"], args.pretokenized)
+    elif stage == "shard":
+        from .prepare import run_shard
+
+        run_shard(args.src, args.tgt, args.out_src, args.out_tgt)
+    elif stage == "clean":
+        from .prepare import run_clean
+
+        run_clean(args.src, args.tgt, args.out_src, args.out_tgt, p["prepare.max_len"], p["prepare.max_ratio"], args.stats)
+    elif stage == "gather":
+        from .prepare import run_gather
+
+        run_gather(args.inputs, args.output)
+    elif stage == "count":
+        from .vocab import run_count
+
+        run_count(args.input, args.output)
     elif stage == "filter":
-        from .text import run_filter
+        from .prepare import run_filter
 
         run_filter(args.src, args.tgt, args.out_src, args.out_tgt, args.max_len, args.stats)
     elif stage == "vocab":
         from .vocab import run_vocab
 
         run_vocab(args.src, args.tgt, args.out_src, args.out_tgt, p["vocab"]["src_size"], p["vocab"]["tgt_size"], args.stats)
+    elif stage == "bench-data":
+        from .benchdata import run_bench_data
+
+        run_bench_data([tuple(r) for r in args.raw], [tuple(r) for r in args.pretokenized], args.out, args.md)
+    elif stage == "data-report":
+        from .datareport import run_data_report
+
+        run_data_report(args.corpus, args.tok_dir, args.clean_stats, args.filter_stats, args.vocab_dir, p["data.src"],
+                        p["data.tgt"], args.out_md, args.out_json, args.out_png)
     elif stage == "train":
         from .train import run_train
 

@@ -24,10 +24,17 @@ SCHEMA_PATH = REPO / "workflow" / "schemas" / "params.schema.yaml"
 # The params each stage reads. "{model}" is the model being trained (a key of `models`).
 STAGE_KEYS: dict[str, list[str]] = {
     "download": ["data.multi30k.url"],
+    "download-archive": ["data.wmt14.lium_url", "data.wmt14.statmt_url", "data.wmt14.records"],
+    "extract": [],
     "corpus": ["seed", "data"],
+    "shard": [],
     "tokenize": ["tokenize"],
+    "clean": ["prepare.max_len", "prepare.max_ratio"],
+    "gather": [],
+    "count": [],
     "filter": [],
     "vocab": ["vocab"],
+    "data-report": ["data.src", "data.tgt"],
     "train": ["seed", "model", "train", "models.{model}"],
     "translate": ["decode", "data.tgt"],
     "score": ["seed", "score"],
@@ -45,10 +52,18 @@ STAGE_KEYS: dict[str, list[str]] = {
 # (under Snakemake by modification time, under DVC by content).
 STAGE_MODULES = {
     "download": ["corpus/download.py", "corpus/multi30k.py"],
+    "download-archive": ["corpus/download.py", "corpus/wmt14.py"],
+    "extract": ["corpus/download.py", "corpus/wmt14.py"],
     "corpus": ["corpus"],
+    "shard": ["prepare.py"],
     "tokenize": ["text.py"],
-    "filter": ["text.py"],
+    "clean": ["prepare.py"],
+    "gather": ["prepare.py"],
+    "count": ["vocab.py"],
+    "filter": ["prepare.py"],
     "vocab": ["vocab.py"],
+    "data-report": ["datareport.py"],
+    "bench-data": ["benchdata.py", "text.py", "vocab.py"],
     "train": ["train.py", "batching.py", "checkpoint.py", "search.py", "score.py", "presets.py", "model"],
     "translate": ["translate.py", "search.py", "checkpoint.py", "presets.py", "model"],
     "score": ["score.py"],
@@ -65,8 +80,9 @@ STAGE_MODULES = {
 
 
 # Rules whose stage has another name (the CLI uses hyphens; translate_extra runs `rnnsearch translate`).
-RULE_STAGE = {"translate_extra": "translate", "score_extra": "score-extra", "bench_decode": "bench-decode",
-              "bench_train": "bench-train", "peer_joeynmt": "peer", "peer": "compare-peer"}
+RULE_STAGE = {"download_archive": "download-archive", "tokenize_shard": "tokenize", "translate_extra": "translate",
+              "score_extra": "score-extra", "bench_decode": "bench-decode", "bench_train": "bench-train",
+              "peer_joeynmt": "peer", "peer": "compare-peer", "data_report": "data-report", "bench_data": "bench-data"}
 
 
 class ConfigError(InputError):
@@ -181,6 +197,13 @@ def _cross_checks(config: dict) -> list[str]:
         if not set(pair) <= set(LANGS) or pair[0] == pair[1]:
             problems.append(f"'data.src', 'data.tgt': data.source multi30k has checksums recorded for {' and '.join(LANGS)} "
                             f"only, got {pair[0]}-{pair[1]}")
+    if config["data"]["source"] == "wmt14":
+        from .corpus.wmt14 import LANGS
+
+        pair = (config["data"]["src"], config["data"]["tgt"])
+        if set(pair) != set(LANGS):
+            problems.append(f"'data.src', 'data.tgt': data.source wmt14 is English-French (en-fr or fr-en), got "
+                            f"{pair[0]}-{pair[1]}")
     if config["aer"]["gold"] == "synthetic" and config["data"]["source"] != "synthetic":
         problems.append("'aer.gold': 'synthetic' links exist only for data.source: synthetic (give a file, or none)")
     if config["peer"]["model"] not in config["models"]:

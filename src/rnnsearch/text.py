@@ -1,10 +1,17 @@
-"""Stages 2 and 3: Moses tokenization (sacremoses, no lowercasing) and the ≤30 / ≤50 word training sets."""
+"""Stage 2: Moses tokenization (sacremoses, no lowercasing), streamed line by line (a shard of WMT'14 never sits
+in memory) and written through a temporary name; detokenization for sacreBLEU."""
 
 from __future__ import annotations
 
+import html
+import re
+import sys
+
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
-from .textio import read_parallel, read_lines, write_json_atomic, write_lines_atomic
+from .textio import InputError, atomic_path
+
+_MOSES_ESCAPES = re.compile(r"&(amp|lt|gt|quot|apos|#124|#91|#93);")
 
 
 def tokenize_lines(lines: list[str], lang: str, aggressive_dash: bool = False) -> list[str]:
@@ -14,26 +21,40 @@ def tokenize_lines(lines: list[str], lang: str, aggressive_dash: bool = False) -
             for line in lines]
 
 
+def unescape_pretokenized(line: str) -> str:
+    """Text that Moses already tokenized (the LIUM bitexts): undo its XML escapes (&apos; &quot; &amp; &#124; …),
+    so the words match what `tokenize_lines` writes, and normalise the spaces."""
+    return " ".join(_MOSES_ESCAPES.sub(lambda m: html.unescape(m.group(0)), line).split())
+
+
 def detokenize_lines(lines: list[str], lang: str) -> list[str]:
     detok = MosesDetokenizer(lang=lang)
     return [detok.detokenize(line.split()) for line in lines]
 
 
-def run_tokenize(inp: str, out: str, lang: str, aggressive_dash: bool) -> int:
-    """Stage 2: tokenize one file. Returns the number of lines."""
-    lines = tokenize_lines(read_lines(inp), lang, aggressive_dash)
-    write_lines_atomic(out, lines)
-    return len(lines)
+def run_tokenize(inp: str, out: str, lang: str, aggressive_dash: bool, pretokenized: bool = False) -> int:
+    """Stage 2: tokenize one file (or, `pretokenized`, only unescape it), streaming. Returns the number of lines."""
+    tok = MosesTokenizer(lang=lang)
+    n = 0
+    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f, _progress(inp) as bar:
+        for n, line in enumerate(_text_lines(inp), 1):
+            f.write((unescape_pretokenized(line) if pretokenized else
+                     tok.tokenize(line, aggressive_dash_splits=aggressive_dash, escape=False, return_str=True)) + "\n")
+            bar.update(1)
+    return n
 
 
-def run_filter(src: str, tgt: str, out_src: str, out_tgt: str, max_len: int, stats_out: str | None = None) -> dict:
-    """Stage 3: keep the pairs whose both sides have 1..max_len tokens (the paper's RNN*-30 / RNN*-50 sets)."""
-    a, b = read_parallel(src, tgt)
-    kept = [(x, y) for x, y in zip(a, b) if 0 < len(x.split()) <= max_len and 0 < len(y.split()) <= max_len]
-    write_lines_atomic(out_src, [x for x, _ in kept])
-    write_lines_atomic(out_tgt, [y for _, y in kept])
-    stats = {"max_len": max_len, "pairs_in": len(a), "pairs_kept": len(kept),
-             "src_words": sum(len(x.split()) for x, _ in kept), "tgt_words": sum(len(y.split()) for _, y in kept)}
-    if stats_out:
-        write_json_atomic(stats_out, stats)
-    return stats
+def _text_lines(path: str):
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            try:
+                yield raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"{path}:{i}: invalid UTF-8 at byte {e.start} of the line") from None
+
+
+def _progress(path: str):
+    """A line progress bar on a terminal (off in logs and under Snakemake's redirection)."""
+    from tqdm import tqdm
+
+    return tqdm(desc=str(path), unit=" lines", disable=None, leave=False, file=sys.stderr, mininterval=5)

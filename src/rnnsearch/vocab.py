@@ -7,10 +7,11 @@ the file is deterministic). Counts are those of the training text.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from .textio import InputError, atomic_path, read_lines, write_json_atomic
 
@@ -75,8 +76,7 @@ def count_words(lines: Iterable[str]) -> Counter:
 
 def build_vocab(counts: Counter, size: int) -> Vocab:
     """The `size` most frequent words (the paper: 30,000 per language) plus the three specials."""
-    ranked = sorted((w for w in counts if w not in SPECIALS), key=lambda w: (-counts[w], w))[:size]
-    return Vocab(list(SPECIALS) + ranked, [0, 0, 0] + [counts[w] for w in ranked])
+    return _shortlist(sorted(counts.items()), size)[0]
 
 
 def coverage(vocab: Vocab, counts: Counter) -> float:
@@ -85,16 +85,74 @@ def coverage(vocab: Vocab, counts: Counter) -> float:
     return sum(c for w, c in counts.items() if w in vocab) / total if total else 1.0
 
 
-def run_vocab(src_train: str, tgt_train: str, src_out: str, tgt_out: str, size_src: int, size_tgt: int,
+def run_count(text: str, out: str) -> dict:
+    """Word counts of one tokenized file (a shard), as `word<TAB>count` lines sorted by word: the input of the
+    streaming merge in `run_vocab`."""
+    counts = count_words(read_lines(text))
+    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for w, c in sorted(counts.items()):
+            f.write(f"{w}\t{c}\n")
+    return {"types": len(counts), "tokens": sum(counts.values())}
+
+
+def _sorted_counts(path: str) -> Iterator[tuple[str, int]]:
+    """(word, count) in word order from a `.counts` file (streamed) or a tokenized text (counted here)."""
+    if not str(path).endswith(".counts"):
+        yield from sorted(count_words(read_lines(path)).items())
+        return
+    previous = None
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            word, _, count = line.rstrip("\n").rpartition("\t")
+            if not word or not count.isdigit() or (previous is not None and word <= previous):
+                raise InputError(f"{path}:{lineno}: expected 'word<TAB>count' lines in increasing word order, "
+                                 f"got {line[:80]!r}")
+            previous = word
+            yield word, int(count)
+
+
+def merge_counts(paths: list[str]) -> Iterator[tuple[str, int]]:
+    """The per-shard counts summed, in word order, holding one line per shard in memory."""
+    word, total = None, 0
+    for w, c in heapq.merge(*(_sorted_counts(p) for p in paths)):
+        if w != word:
+            if word is not None:
+                yield word, total
+            word, total = w, 0
+        total += c
+    if word is not None:
+        yield word, total
+
+
+def _shortlist(counts: Iterable[tuple[str, int]], size: int) -> tuple[Vocab, dict]:
+    """The `size` most frequent words of a (word, count) stream, ties broken alphabetically, in O(size) memory;
+    and the totals of the stream."""
+    totals = {"types": 0, "tokens": 0}
+
+    def counted():
+        for w, c in counts:
+            if w in SPECIALS:
+                continue
+            totals["types"] += 1
+            totals["tokens"] += c
+            yield w, c
+
+    ranked = heapq.nsmallest(size, counted(), key=lambda wc: (-wc[1], wc[0]))
+    vocab = Vocab(list(SPECIALS) + [w for w, _ in ranked], [0, 0, 0] + [c for _, c in ranked])
+    totals["covered"] = sum(c for _, c in ranked)
+    return vocab, totals
+
+
+def run_vocab(src_inputs: list[str], tgt_inputs: list[str], src_out: str, tgt_out: str, size_src: int, size_tgt: int,
               stats_out: str | None = None) -> dict:
-    """Stage 4: build both shortlists from the tokenized training text."""
+    """Stage 4: both shortlists, from tokenized training text or from per-shard `.counts` files (merged as
+    streams: memory grows with the shortlist size, not with the corpus)."""
     stats = {}
-    for text, out, size, side in ((src_train, src_out, size_src, "src"), (tgt_train, tgt_out, size_tgt, "tgt")):
-        counts = count_words(read_lines(text))
-        vocab = build_vocab(counts, size)
+    for inputs, out, size, side in ((src_inputs, src_out, size_src, "src"), (tgt_inputs, tgt_out, size_tgt, "tgt")):
+        vocab, totals = _shortlist(merge_counts(list(inputs)), size)
         vocab.save(out)
-        stats[side] = {"types": len(counts), "shortlist": len(vocab) - len(SPECIALS),
-                       "coverage": round(coverage(vocab, counts), 5)}
+        stats[side] = {"types": totals["types"], "shortlist": len(vocab) - len(SPECIALS), "tokens": totals["tokens"],
+                       "coverage": round(totals["covered"] / totals["tokens"], 5) if totals["tokens"] else 1.0}
     if stats_out:
         write_json_atomic(stats_out, stats)
     return stats

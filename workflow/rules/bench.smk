@@ -42,3 +42,35 @@ rule bench_train:
     shell:
         "rnnsearch bench-train --arch {wildcards.arch} --size {wildcards.size} --batch 80 --length 50 --steps 5"
         " --threads {threads} --out {output} --log {log}"
+
+
+# Real text for the data benchmark: the project's development data beside the checkout when it is there (Europarl v7
+# and Multi30k raw; a Moses-tokenized Europarl sample for the LIUM path), else the embedded corpus.
+SHARED_DATA = "../shared/data"
+if os.path.exists(f"{SHARED_DATA}/PROVENANCE.md"):
+    BENCH_RAW = [(lang, f"{SHARED_DATA}/{f}.{lang}") for f in ("europarl_v7_samples/cs124sampleB", "multi30k_enfr/train")
+                 for lang in ("en", "fr")]
+    BENCH_PRETOK = [(lang, f"{SHARED_DATA}/europarl_v7_samples/cs124sampleA.tok.{lang}") for lang in ("en", "fr")]
+else:
+    BENCH_RAW = [(lang, f"results/data/raw/train.{lang}") for lang in (SRC, TGT)]
+    BENCH_PRETOK = [(lang, f"results/data/tok/train.{lang}") for lang in (SRC, TGT)]
+
+
+rule bench_data:
+    """Tokenization throughput per core and shortlist memory on real text, with the WMT'14 projection:
+    `snakemake --cores 1 bench_data`."""
+    input:
+        text=[f for _, f in BENCH_RAW + BENCH_PRETOK],
+        code=stage_code("bench-data"),
+    output:
+        json="results/bench/data.json",
+        md="results/bench/data.md",
+    params:
+        raw=" ".join(f"--raw {lang} {f}" for lang, f in BENCH_RAW),
+        pretok=" ".join(f"--pretokenized {lang} {f}" for lang, f in BENCH_PRETOK),
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/bench_data.log",
+    shell:
+        "rnnsearch bench-data {params.raw} {params.pretok} --out {output.json} --md {output.md} --log {log}"

@@ -43,6 +43,7 @@ wildcard_constraints:
     lang=f"{SRC}|{TGT}",
     file=r"[\w.]+",
     testset=r"[A-Za-z0-9_-]+",
+    archive=r"[\w.+-]+",
 
 
 def stage_params(stage, model=None):
@@ -74,6 +75,19 @@ def multi30k_files():
     return files(config["data"]["multi30k"]["test"], SRC, TGT)
 
 
+def wmt14_archives():
+    """The archives data.source wmt14 downloads (none for other sources)."""
+    if config["data"]["source"] != "wmt14":
+        return []
+    from rnnsearch.corpus.wmt14 import archives
+
+    return archives(config["data"]["wmt14"]["selection"])
+
+
+# The LIUM bitexts come Moses-tokenized: their tokenize jobs only undo Moses' XML escapes.
+PRETOKENIZED_TRAIN = config["data"]["source"] == "wmt14" and config["data"]["wmt14"]["selection"] == "lium"
+
+
 def train_file(model, lang):
     return f"results/data/train{config['models'][model]['train_max_len']}.{lang}"
 
@@ -89,6 +103,7 @@ def final_outputs():
         "results/figures/bleu_by_length.csv",
         *expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
         "results/report.md",
+        "results/data/report.md",
         *(["results/scores/aer.json"] if AER_GOLD else []),
         *(["results/tables/extra_tests.md"] if EXTRA_TESTS else []),
     ]

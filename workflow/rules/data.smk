@@ -1,4 +1,12 @@
-# Stages 0-3: (download ->) corpus -> Moses tokenization -> the <=30 / <=50 word training sets.
+# Stages 0-3: (download -> extract ->) corpus -> shard -> tokenize -> clean -> gather -> the <=30 / <=50 sets.
+# The training text is cut into prepare.shards shards (scatter), tokenized and cleaned shard by shard (one job
+# each, so a cluster does 850M words in parallel), and gathered back in order.
+
+WMT14_ARCHIVES = wmt14_archives()
+
+
+scattergather:
+    shard=config["prepare"]["shards"],
 
 
 rule download:
@@ -17,6 +25,42 @@ rule download:
         "rnnsearch download {params.files} --file {wildcards.file} --out {output} --log {log}"
 
 
+rule download_archive:
+    output:
+        "results/data/download/wmt14/{archive}",
+    params:
+        stage=stage_params("download-archive"),
+        files=PARAMS,
+    localrule: True
+    retries: 2
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/download/wmt14/{archive}.log",
+    shell:
+        "rnnsearch download-archive {params.files} --name {wildcards.archive} --out {output} --log {log}"
+
+
+rule extract:
+    input:
+        archive="results/data/download/wmt14/{archive}",
+        code=stage_code("extract"),
+    output:
+        directory("results/data/extract/wmt14/{archive}"),
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/extract/{archive}.log",
+    shell:
+        "rnnsearch extract --name {wildcards.archive} --archive {input.archive} --out-dir {output} --log {log}"
+
+
+def corpus_flags():
+    source = config["data"]["source"]
+    return {"multi30k": " --downloads results/data/download/multi30k",
+            "wmt14": " --extracted results/data/extract/wmt14"}.get(source, "")
+
+
 rule corpus:
     input:
         local=[f"{config['data']['local'][s]}.{lang}" for s in ("train", "dev", "test") for lang in (SRC, TGT)]
@@ -25,10 +69,12 @@ rule corpus:
         downloads=[f"results/data/download/multi30k/{f}" for f in multi30k_files()]
         if config["data"]["source"] == "multi30k"
         else [],
+        extracted=expand("results/data/extract/wmt14/{archive}", archive=WMT14_ARCHIVES),
         code=stage_code("corpus"),
     output:
         expand("results/data/raw/{split}.{lang}", split=["train", "dev", "test"], lang=[SRC, TGT]),
-        "results/data/raw/test.align" if config["data"]["source"] == "synthetic" else "results/data/raw/corpus.json",
+        "results/data/raw/corpus.json",  # every source: switching data.source reruns the corpus by its params
+        *(["results/data/raw/test.align"] if config["data"]["source"] == "synthetic" else []),
     params:
         stage=stage_params("corpus"),
         files=PARAMS,
@@ -37,8 +83,43 @@ rule corpus:
     log:
         "results/logs/corpus.log",
     shell:
-        "rnnsearch corpus {params.files} --out-dir results/data/raw --log {log}"
-        + (" --downloads results/data/download/multi30k" if config["data"]["source"] == "multi30k" else "")
+        "rnnsearch corpus {params.files} --out-dir results/data/raw --log {log}" + corpus_flags()
+
+
+rule shard:
+    input:
+        src=f"results/data/raw/train.{SRC}",
+        tgt=f"results/data/raw/train.{TGT}",
+        code=stage_code("shard"),
+    output:
+        src=scatter.shard(f"results/data/shards/raw/{{scatteritem}}.{SRC}"),
+        tgt=scatter.shard(f"results/data/shards/raw/{{scatteritem}}.{TGT}"),
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/shard.log",
+    shell:
+        "rnnsearch shard --src {input.src} --tgt {input.tgt} --out-src {output.src} --out-tgt {output.tgt} --log {log}"
+
+
+rule tokenize_shard:
+    input:
+        text="results/data/shards/raw/{scatteritem}.{lang}",
+        code=stage_code("tokenize"),
+    output:
+        "results/data/shards/tok/{scatteritem}.{lang}",
+    params:
+        stage=stage_params("tokenize"),
+        files=PARAMS,
+        # the LIUM bitexts are Moses-tokenized already: only their XML escapes are undone
+        pretokenized=" --pretokenized" if PRETOKENIZED_TRAIN else "",
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/tokenize/train.{scatteritem}.{lang}.log",
+    shell:
+        "rnnsearch tokenize {params.files} --lang {wildcards.lang} --input {input.text} --output {output}"
+        "{params.pretokenized} --log {log}"
 
 
 rule tokenize:
@@ -47,6 +128,8 @@ rule tokenize:
         code=stage_code("tokenize"),
     output:
         "results/data/tok/{split}.{lang}",
+    wildcard_constraints:
+        split="dev|test",
     params:
         stage=stage_params("tokenize"),
         files=PARAMS,
@@ -56,6 +139,41 @@ rule tokenize:
         "results/logs/tokenize/{split}.{lang}.log",
     shell:
         "rnnsearch tokenize {params.files} --lang {wildcards.lang} --input {input.text} --output {output} --log {log}"
+
+
+rule clean:
+    input:
+        src=f"results/data/shards/tok/{{scatteritem}}.{SRC}",
+        tgt=f"results/data/shards/tok/{{scatteritem}}.{TGT}",
+        code=stage_code("clean"),
+    output:
+        src=f"results/data/shards/clean/{{scatteritem}}.{SRC}",
+        tgt=f"results/data/shards/clean/{{scatteritem}}.{TGT}",
+        stats="results/data/shards/clean/{scatteritem}.json",
+    params:
+        stage=stage_params("clean"),
+        files=PARAMS,
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/clean/{scatteritem}.log",
+    shell:
+        "rnnsearch clean {params.files} --src {input.src} --tgt {input.tgt} --out-src {output.src}"
+        " --out-tgt {output.tgt} --stats {output.stats} --log {log}"
+
+
+rule gather:
+    input:
+        shards=gather.shard("results/data/shards/clean/{scatteritem}.{{lang}}"),
+        code=stage_code("gather"),
+    output:
+        "results/data/tok/train.{lang}",
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/gather/train.{lang}.log",
+    shell:
+        "rnnsearch gather --inputs {input.shards} --output {output} --log {log}"
 
 
 rule filter:

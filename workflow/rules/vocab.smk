@@ -1,10 +1,25 @@
-# Stage 4: shortlists of the K most frequent words per language (the paper: K = 30000).
+# Stage 4: shortlists of the K most frequent words per language (the paper: K = 30000), from per-shard word
+# counts merged as sorted streams (memory grows with K and the shard count, not with the corpus).
+
+
+rule count:
+    input:
+        text="results/data/shards/clean/{scatteritem}.{lang}",
+        code=stage_code("count"),
+    output:
+        "results/data/shards/counts/{scatteritem}.{lang}.counts",
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/count/{scatteritem}.{lang}.log",
+    shell:
+        "rnnsearch count --input {input.text} --output {output} --log {log}"
 
 
 rule vocab:
     input:
-        src=f"results/data/tok/train.{SRC}",
-        tgt=f"results/data/tok/train.{TGT}",
+        src=gather.shard(f"results/data/shards/counts/{{scatteritem}}.{SRC}.counts"),
+        tgt=gather.shard(f"results/data/shards/counts/{{scatteritem}}.{TGT}.counts"),
         code=stage_code("vocab"),
     output:
         src=f"results/data/vocab.{SRC}.tsv",
@@ -20,3 +35,28 @@ rule vocab:
     shell:
         "rnnsearch vocab {params.files} --src {input.src} --tgt {input.tgt}"
         " --out-src {output.src} --out-tgt {output.tgt} --stats {output.stats} --log {log}"
+
+
+rule data_report:
+    input:
+        corpus="results/data/raw/corpus.json",
+        tok=expand("results/data/tok/{split}.{lang}", split=["train", "dev", "test"], lang=[SRC, TGT]),
+        clean=gather.shard("results/data/shards/clean/{scatteritem}.json"),
+        filters=expand("results/data/train{maxlen}.json", maxlen=TRAIN_LENS),
+        vocab=[f"results/data/vocab.{SRC}.tsv", f"results/data/vocab.{TGT}.tsv"],
+        code=stage_code("data-report"),
+    output:
+        md="results/data/report.md",
+        json="results/data/report.json",
+        png="results/figures/lengths.png",
+    params:
+        stage=stage_params("data-report"),
+        files=PARAMS,
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/data_report.log",
+    shell:
+        "rnnsearch data-report {params.files} --corpus {input.corpus} --tok-dir results/data/tok"
+        " --vocab-dir results/data --clean-stats {input.clean} --filter-stats {input.filters}"
+        " --out-md {output.md} --out-json {output.json} --out-png {output.png} --log {log}"

@@ -31,6 +31,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..textio import InputError, atomic_path
 
@@ -187,8 +188,10 @@ def _bar(total: int | None, initial: int, desc: str):
                 file=sys.stderr, mininterval=2)
 
 
-def extract_tar(archive: str | os.PathLike, dest: str | os.PathLike, members: list[str]) -> Path:
+def extract_tar(archive: str | os.PathLike, dest: str | os.PathLike, members: list[str],
+                select: Callable[[str], bool] | None = None) -> Path:
     """Unpack `archive` into the folder `dest`, which appears only when every name in `members` is there.
+    With `select`, only the members whose name it accepts are written (a multi-language archive, 1 pair needed).
 
     Absolute names are refused, and tarfile's `data` filter refuses `..`, links pointing outside `dest` and special
     files; such an archive is an error naming the member.
@@ -199,7 +202,12 @@ def extract_tar(archive: str | os.PathLike, dest: str | os.PathLike, members: li
     try:
         try:
             with tarfile.open(archive) as tar:
-                tar.extractall(tmp, filter=_strict_data_filter)
+                if select is None:
+                    tar.extractall(tmp, filter=_strict_data_filter)
+                else:  # one pass over the (compressed) stream
+                    for member in tar:
+                        if select(member.name):
+                            tar.extract(member, tmp, filter=_strict_data_filter)
         except tarfile.FilterError as e:
             raise InputError(f"{archive}: refused to extract {e.tarinfo.name!r}: {e}") from None
         except (tarfile.TarError, EOFError, OSError) as e:

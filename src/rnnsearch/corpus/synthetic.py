@@ -26,7 +26,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from ..textio import write_lines_atomic
+from ..textio import write_json_atomic, write_lines_atomic
 
 # --------------------------------------------------------------------------------------------- lexicon
 
@@ -409,3 +409,7 @@ def write_corpus(corpus: dict[str, list], out_dir, src: str = "en", tgt: str = "
     write_lines_atomic(f"{out_dir}/test.align", [f"{k} {i + 1} {j + 1} {'S' if sure else 'P'}"
                                                  for k, links in enumerate(corpus["test_links"], 1)
                                                  for i, j, sure in links])
+    write_json_atomic(f"{out_dir}/corpus.json", {split: {
+        "lines": len(corpus[split]), "pairs": len(corpus[split]),
+        "src_words": sum(len(en.split()) for en, _ in corpus[split]),
+        "tgt_words": sum(len(fr.split()) for _, fr in corpus[split])} for split in ("train", "dev", "test")})

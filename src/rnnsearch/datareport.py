@@ -1,0 +1,131 @@
+"""The data report: what each preparation step kept, how long the sentences are, how much the shortlists cover.
+
+* sentence pairs and words after each step: the corpus stage (per corpus where the source has several), cleaning
+  (summed over the shards, with what each rule dropped), and the ≤N training sets;
+* length histograms of the tokenized training, dev and test text (results/figures/lengths.png);
+* shortlist coverage and [UNK] rate (share of running words outside the shortlist) on train, dev and test.
+
+Every count is read from the stage statistics or streamed from the files, so the report scales with the corpus.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from .textio import atomic_path, read_json, write_json_atomic
+from .vocab import Vocab
+
+
+def _stream_counts(path: str, vocab: Vocab) -> tuple[Counter, int, int]:
+    """Histogram of sentence lengths, running words and running words outside the shortlist of one file."""
+    lengths, words, unk = Counter(), 0, 0
+    index = vocab.index
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            toks = line.split()
+            lengths[len(toks)] += 1
+            words += len(toks)
+            unk += sum(1 for t in toks if t not in index)
+    return lengths, words, unk
+
+
+def _steps(corpus: dict, clean: list[dict], filters: dict[int, dict]) -> list[dict]:
+    rows = []
+    if "corpora" in corpus["train"]:
+        for name, c in corpus["train"]["corpora"].items():
+            rows.append({"step": f"corpus: {name}", "pairs": c["pairs"], "src_words": c["src_words"],
+                         "tgt_words": c["tgt_words"], "dropped": c["lines"] - c["pairs"]})
+    t = corpus["train"]
+    rows.append({"step": "corpus (raw training text)", "pairs": t["pairs"], "src_words": t["src_words"],
+                 "tgt_words": t["tgt_words"], "dropped": t.get("lines", t["pairs"]) - t["pairs"]})
+    total = {k: sum(s[k] for s in clean) for k in ("pairs_in", "pairs", "dropped_empty", "dropped_long",
+                                                    "dropped_ratio", "src_words", "tgt_words")}
+    rows.append({"step": f"tokenized and cleaned ({len(clean)} shards)", "pairs": total["pairs"],
+                 "src_words": total["src_words"], "tgt_words": total["tgt_words"],
+                 "dropped": total["pairs_in"] - total["pairs"],
+                 "detail": f"empty {total['dropped_empty']}, too long {total['dropped_long']}, "
+                           f"length ratio {total['dropped_ratio']}"})
+    for n, f in sorted(filters.items()):
+        rows.append({"step": f"≤{n} words (RNN*-{n} training set)", "pairs": f["pairs_kept"],
+                     "src_words": f["src_words"], "tgt_words": f["tgt_words"], "dropped": f["pairs_in"] - f["pairs_kept"]})
+    return rows
+
+
+def run_data_report(corpus_json: str, tok_dir: str, clean_stats: list[str], filter_stats: list[str], vocab_dir: str,
+                    src: str, tgt: str, out_md: str, out_json: str, out_png: str) -> dict:
+    tok_dir, vocab_dir = Path(tok_dir), Path(vocab_dir)
+    corpus = read_json(corpus_json)
+    filters = {}
+    for path in filter_stats:
+        f = read_json(path)
+        filters[f["max_len"]] = f
+    steps = _steps(corpus, [read_json(p) for p in clean_stats], filters)
+    vocabs = {side: Vocab.load(vocab_dir / f"vocab.{lang}.tsv") for side, lang in (("src", src), ("tgt", tgt))}
+    coverage, histograms = {}, {}
+    for split in ("train", "dev", "test"):
+        for side, lang in (("src", src), ("tgt", tgt)):
+            lengths, words, unk = _stream_counts(str(tok_dir / f"{split}.{lang}"), vocabs[side])
+            histograms[f"{split}.{lang}"] = dict(sorted(lengths.items()))
+            coverage[f"{split}.{lang}"] = {"words": words, "unk": unk, "unk_rate": round(unk / words, 5) if words else 0.0,
+                                           "coverage": round(1 - unk / words, 5) if words else 1.0,
+                                           "sentences": sum(lengths.values())}
+    report = {"steps": steps, "coverage": coverage, "histograms": histograms,
+              "shortlist": {side: len(v) - 3 for side, v in vocabs.items()}}
+    if "selection" in corpus:
+        report["corpus"] = {k: v for k, v in corpus.items() if k in ("selection", "lium_devtest")}
+    write_json_atomic(out_json, report)
+    _plot(histograms, src, tgt, out_png)
+    with atomic_path(out_md) as tmp:
+        tmp.write_text(_markdown(report, src, tgt, Path(out_png), Path(out_md)), encoding="utf-8")
+    return report
+
+
+def _plot(histograms: dict, src: str, tgt: str, out_png: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharex=True)
+    for ax, split in zip(axes, ("train", "dev", "test")):
+        for lang in (src, tgt):
+            h = histograms[f"{split}.{lang}"]
+            total = sum(h.values()) or 1
+            xs = sorted(h)
+            ax.plot(xs, [100 * h[x] / total for x in xs], label=lang, lw=1.2)
+        ax.set_title(f"{split} ({sum(histograms[f'{split}.{src}'].values()):,} sentences)")
+        ax.set_xlabel("tokens per sentence")
+        ax.set_xlim(0, 100)
+    axes[0].set_ylabel("% of sentences")
+    axes[0].legend()
+    fig.tight_layout()
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+
+
+def _markdown(report: dict, src: str, tgt: str, png: Path, md: Path) -> str:
+    import os
+
+    lines = ["# Data report", "", "## Sentence pairs and words after each step", "",
+             f"| step | pairs | {src} words | {tgt} words | dropped | why |", "|---|---:|---:|---:|---:|---|"]
+    for r in report["steps"]:
+        lines.append(f"| {r['step']} | {r['pairs']:,} | {r['src_words']:,} | {r['tgt_words']:,} | {r['dropped']:,} | "
+                     f"{r.get('detail', '')} |")
+    lines += ["", f"## Shortlists ({report['shortlist']['src']:,} {src} and {report['shortlist']['tgt']:,} {tgt} words)",
+              "", "| text | sentences | running words | outside the shortlist ([UNK]) | coverage |",
+              "|---|---:|---:|---:|---:|"]
+    for key, c in report["coverage"].items():
+        lines.append(f"| {key} | {c['sentences']:,} | {c['words']:,} | {c['unk']:,} ({100 * c['unk_rate']:.2f} %) | "
+                     f"{100 * c['coverage']:.2f} % |")
+    lines += ["", "## Sentence lengths", "", f"![length histograms]({os.path.relpath(png, md.parent)})", ""]
+    for key, h in report["histograms"].items():
+        n = sum(h.values())
+        longer = {k: sum(v for length, v in h.items() if int(length) > k) for k in (30, 50)}
+        lines.append(f"- {key}: {n:,} sentences, {100 * longer[30] / max(n, 1):.1f} % over 30 tokens, "
+                     f"{100 * longer[50] / max(n, 1):.1f} % over 50")
+    if "lium_devtest" in report.get("corpus", {}):
+        lines += ["", "LIUM's tokenized dev/test (dev+test.tgz), line counts: " +
+                  ", ".join(f"{k} {v:,}" for k, v in report["corpus"]["lium_devtest"].items())]
+    return "\n".join(lines) + "\n"
