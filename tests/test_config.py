@@ -27,7 +27,8 @@ def test_shipped_configs_are_valid():
     cfg.load_params([REPO / "params.yaml"])
     paper = cfg.load_params([REPO / "params.yaml", REPO / "workflow" / "configs" / "paper.yaml"])
     assert paper["model"] == {"m": 620, "n": 1000, "n_align": 1000, "l": 500}
-    assert paper["vocab"] == {"src_size": 30000, "tgt_size": 30000}
+    assert paper["vocab"] == {"kind": "shortlist", "src_size": 30000, "tgt_size": 30000}
+    assert paper["data"]["source"] == "wmt14" and paper["data"]["wmt14"]["selection"] == "lium"
     assert paper["train"]["optimizer"] == "adadelta" and paper["train"]["batch_size"] == 80
     m30k = cfg.load_params([REPO / "params.yaml", REPO / "workflow" / "configs" / "multi30k.yaml"])
     assert list(m30k["models"]) == ["rnnencdec-50", "rnnsearch-50"] and m30k["data"]["source"] == "multi30k"

@@ -35,8 +35,8 @@ def vocabs_of(state: dict, path: str | Path) -> tuple[Vocab, Vocab]:
     """The source and target shortlists stored in a loaded checkpoint (written since training stores them)."""
     if "vocab" not in state:
         raise InputError(f"{path}: this checkpoint has no vocabularies; pass --src-vocab and --tgt-vocab")
-    return Vocab(state["vocab"]["src"], [0] * len(state["vocab"]["src"])), \
-        Vocab(state["vocab"]["tgt"], [0] * len(state["vocab"]["tgt"]))
+    v = state["vocab"]
+    return tuple(Vocab(v[side], [0] * len(v[side]), v.get(f"{side}_spm")) for side in ("src", "tgt"))
 
 
 def check_vocabs(state: dict, path: str | Path, **files: tuple[str | Path, Vocab]) -> None:

@@ -272,7 +272,9 @@ def run(args: argparse.Namespace) -> None:
     elif stage == "vocab":
         from .vocab import run_vocab
 
-        run_vocab(args.src, args.tgt, args.out_src, args.out_tgt, p["vocab"]["src_size"], p["vocab"]["tgt_size"], args.stats)
+        v = p["vocab"]
+        run_vocab(args.src, args.tgt, args.out_src, args.out_tgt, v["src_size"], v["tgt_size"], args.stats, v["kind"],
+                  p["seed"])
     elif stage == "bench-data":
         from .benchdata import run_bench_data
 

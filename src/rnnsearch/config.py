@@ -33,7 +33,7 @@ STAGE_KEYS: dict[str, list[str]] = {
     "gather": [],
     "count": [],
     "filter": [],
-    "vocab": ["vocab"],
+    "vocab": ["seed", "vocab"],
     "data-report": ["data.src", "data.tgt"],
     "train": ["seed", "model", "train", "models.{model}"],
     "translate": ["decode", "data.tgt"],
@@ -204,6 +204,9 @@ def _cross_checks(config: dict) -> list[str]:
         if set(pair) != set(LANGS):
             problems.append(f"'data.src', 'data.tgt': data.source wmt14 is English-French (en-fr or fr-en), got "
                             f"{pair[0]}-{pair[1]}")
+    if config["vocab"]["kind"] == "sentencepiece" and config["aer"]["gold"] != "none":
+        problems.append("'aer.gold': word alignments cannot score the attention of a subword model "
+                        "(vocab.kind: sentencepiece); set aer.gold: none")
     if config["aer"]["gold"] == "synthetic" and config["data"]["source"] != "synthetic":
         problems.append("'aer.gold': 'synthetic' links exist only for data.source: synthetic (give a file, or none)")
     if config["peer"]["model"] not in config["models"]:

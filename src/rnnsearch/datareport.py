@@ -20,13 +20,12 @@ from .vocab import Vocab
 def _stream_counts(path: str, vocab: Vocab) -> tuple[Counter, int, int]:
     """Histogram of sentence lengths, running words and running words outside the shortlist of one file."""
     lengths, words, unk = Counter(), 0, 0
-    index = vocab.index
     with open(path, encoding="utf-8") as f:
         for line in f:
             toks = line.split()
             lengths[len(toks)] += 1
             words += len(toks)
-            unk += sum(1 for t in toks if t not in index)
+            unk += sum(1 for t in toks if t not in vocab)  # subwords: a word with an unknown piece
     return lengths, words, unk
 
 

@@ -99,7 +99,8 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
 
     src_tok, hyp_tok = read_lines(src_tok_path), read_lines(hyp_tok_path)
     with np.load(attention) as npz:
-        alphas = {int(k): npz[k].astype(np.float32) for k in npz.files}
+        alphas = {int(k): npz[k].astype(np.float32) for k in npz.files if k.isdigit()}
+        units = {k: npz[k].tolist() for k in npz.files if not k.isdigit()}  # pieces of a subword vocabulary
     chosen = pick_alignment_sentences(src_tok, read_json(nounk_path)["ids"], set(alphas) - {fig_cfg["alignment_sentence"] - 1},
                                       fig_cfg["alignment_min_len"], fig_cfg["alignment_max_len"],
                                       fig_cfg["alignment_samples"], seed)
@@ -111,8 +112,8 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
                          f"({len(src_tok)} sentences) with an attention matrix in {attention}")
     written = []
     for letter, i in [*zip("abcdefghijklmnopqrstuvwxyz", [fixed, *chosen]), ("long", long[0])]:
-        src = src_tok[i].split() + ["</s>"]
-        hyp = hyp_tok[i].split() + ["</s>"]
+        src = units.get(f"src.{i}", src_tok[i].split() + ["</s>"])
+        hyp = units.get(f"hyp.{i}", hyp_tok[i].split() + ["</s>"])
         alpha = alphas[i]
         if alpha.shape != (len(hyp), len(src)):
             raise InputError(f"{attention}: matrix {i} has shape {alpha.shape}, expected {(len(hyp), len(src))} "

@@ -211,7 +211,9 @@ def _train(stop: dict, name: str, model_cfg: dict, train_cfg: dict, seed: int, s
         save_checkpoint(path, model, optimizer, progress["update"], batches.state(), config,
                         progress=progress, rng=torch.get_rng_state(), git=commit,
                         cuda_rng=torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                        vocab={"src": src_vocab.words, "tgt": tgt_vocab.words})  # self-contained for translation
+                        vocab={"src": src_vocab.words, "tgt": tgt_vocab.words,  # self-contained for translation
+                               **{f"{side}_spm": v.spm for side, v in (("src", src_vocab), ("tgt", tgt_vocab))
+                                  if v.spm is not None}})
 
     def run_validation(update: int) -> bool:
         """Score the dev set, keep the best state; True when patience has run out."""

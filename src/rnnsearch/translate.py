@@ -60,9 +60,15 @@ def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_voc
     write_lines_atomic(out / "nounk.hyp", detokenize_lines(nk_tok, tgt_lang))
     write_json_atomic(out / "nounk.json", {"ids": ids, "definition": "no out-of-shortlist word in source or reference"})
     with atomic_path(out / "attention.npz") as tmp, open(tmp, "wb") as f:
-        # α_ij of each translation, rows = generated words (</s> included), columns = source words (</s> included)
-        np.savez_compressed(f, **{str(i): h.alpha.numpy().astype(np.float16)
-                                  for i, h in enumerate(hyps) if h.alpha is not None})
+        # α_ij of each translation, rows = generated words (</s> included), columns = source words (</s> included);
+        # with a subword vocabulary rows and columns are pieces, listed under "src.<i>" and "hyp.<i>"
+        alphas = {str(i): h.alpha.numpy().astype(np.float16) for i, h in enumerate(hyps) if h.alpha is not None}
+        if src_vocab.spm is not None:
+            for i, h in enumerate(hyps):
+                if h.alpha is not None:
+                    alphas[f"src.{i}"] = np.array(src_vocab.units(src_tok[i].split()) + ["</s>"])
+                    alphas[f"hyp.{i}"] = np.array(tgt_vocab.decode(h.tokens, units=True) + ["</s>"])
+        np.savez_compressed(f, **alphas)
     stats = {"model": config["name"], "arch": config["model"]["arch"], "sentences": len(src_ids), "beam": opts["beam"], "batch_size": opts["batch_size"],
              "seconds_all": round(seconds_all, 3), "sentences_per_s": round(len(src_ids) / seconds_all, 2),
              "nounk_sentences": len(ids), "device": str(device), "threads": decode_cfg["threads"]}
@@ -103,5 +109,5 @@ def translate_text(checkpoint: str, lines: list[str], beam: int, max_len_a: floa
     for src, hyps in zip(src_tok, nbest):
         outputs = [tv.decode(h.tokens) for h in hyps]
         detok = detokenize_lines([" ".join(o) for o in outputs], tgt_lang)
-        yield [(text, src.split() + ["</s>"], out + ["</s>"], h.alpha, h.score)
-               for text, out, h in zip(detok, outputs, hyps)]
+        yield [(text, sv.units(src.split()) + ["</s>"], tv.decode(h.tokens, units=True) + ["</s>"], h.alpha, h.score)
+               for text, h in zip(detok, hyps)]

@@ -6,6 +6,7 @@ rule bench_decode:
         checkpoint=f"results/models/{config['figures']['alignment_model']}/model.pt",
         src=f"results/data/tok/test.{SRC}",
         src_vocab=f"results/data/vocab.{SRC}.tsv",
+        spm=SPM_FILES,
         code=stage_code("bench-decode"),
     output:
         "results/bench/decode.json",

@@ -84,6 +84,11 @@ def wmt14_archives():
     return archives(config["data"]["wmt14"]["selection"])
 
 
+# vocab.kind: sentencepiece keeps each language's SentencePiece model beside its vocabulary TSV.
+SPM_FILES = (
+    [f"results/data/vocab.{lang}.spm" for lang in (SRC, TGT)] if config["vocab"]["kind"] == "sentencepiece" else []
+)
+
 # The LIUM bitexts come Moses-tokenized: their tokenize jobs only undo Moses' XML escapes.
 PRETOKENIZED_TRAIN = config["data"]["source"] == "wmt14" and config["data"]["wmt14"]["selection"] == "lium"
 

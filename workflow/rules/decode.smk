@@ -8,6 +8,7 @@ rule translate:
         ref=f"results/data/tok/test.{TGT}",
         src_vocab=f"results/data/vocab.{SRC}.tsv",
         tgt_vocab=f"results/data/vocab.{TGT}.tsv",
+        spm=SPM_FILES,
         code=stage_code("translate"),
     output:
         hyp_tok="results/translations/{model}/test.hyp.tok",

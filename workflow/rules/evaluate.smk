@@ -92,6 +92,7 @@ if AER_GOLD:
             ref=f"results/data/tok/test.{TGT}",
             src_vocab=f"results/data/vocab.{SRC}.tsv",
             tgt_vocab=f"results/data/vocab.{TGT}.tsv",
+            spm=SPM_FILES,
             gold=AER_GOLD,
             code=stage_code("aer"),
         output:

@@ -9,6 +9,7 @@ rule train:
         tgt_dev=f"results/data/tok/dev.{TGT}",
         src_vocab=f"results/data/vocab.{SRC}.tsv",
         tgt_vocab=f"results/data/vocab.{TGT}.tsv",
+        spm=SPM_FILES,
         code=stage_code("train"),
     output:
         model="results/models/{model}/model.pt",

@@ -22,6 +22,7 @@ rule vocab:
         tgt=gather.shard(f"results/data/shards/counts/{{scatteritem}}.{TGT}.counts"),
         code=stage_code("vocab"),
     output:
+        *SPM_FILES,
         src=f"results/data/vocab.{SRC}.tsv",
         tgt=f"results/data/vocab.{TGT}.tsv",
         stats="results/data/vocab.json",
@@ -43,7 +44,7 @@ rule data_report:
         tok=expand("results/data/tok/{split}.{lang}", split=["train", "dev", "test"], lang=[SRC, TGT]),
         clean=gather.shard("results/data/shards/clean/{scatteritem}.json"),
         filters=expand("results/data/train{maxlen}.json", maxlen=TRAIN_LENS),
-        vocab=[f"results/data/vocab.{SRC}.tsv", f"results/data/vocab.{TGT}.tsv"],
+        vocab=[f"results/data/vocab.{SRC}.tsv", f"results/data/vocab.{TGT}.tsv", *SPM_FILES],
         code=stage_code("data-report"),
     output:
         md="results/data/report.md",
