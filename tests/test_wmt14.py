@@ -196,6 +196,12 @@ def test_the_rules_take_both_selections_from_download_to_the_data_report(mirror,
         "1-of-3.json", "2-of-3.json", "3-of-3.json"]
     report = json.loads((ws / "results/data/report.json").read_text())
     assert report["steps"][-2]["step"].startswith("≤30") and report["coverage"]["test.en"]["words"] > 0
+    corpora = report["corpora"]  # per corpus after each step, though the shards cut across corpora
+    assert list(corpora) == (list(wmt14.LIUM_CORPORA) if selection == "lium" else
+                             [c for c, _, _ in wmt14.FULL_CORPORA.values()])
+    assert all(c["raw"]["pairs"] == c["tokenized"]["pairs"] == c["cleaned"]["pairs"] for c in corpora.values())
+    assert sum(c["≤50"]["pairs"] for c in corpora.values()) == report["steps"][-1]["pairs"]
+    assert "| crawl |" in (ws / "results/data/report.md").read_text() or selection == "full"
     assert (ws / "results/figures/lengths.png").stat().st_size > 1000
     log = (ws / f"results/logs/download/wmt14/{'training-giga-fren.tar' if selection == 'full' else 'dev.tgz'}.log")
     assert "nothing is recorded for this archive" in log.read_text()

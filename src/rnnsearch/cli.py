@@ -111,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(a, required=True)
     p.add_argument("--clean-stats", nargs="+", required=True, help="the clean stage's JSON of every shard")
     p.add_argument("--filter-stats", nargs="+", required=True, help="the filter stage's JSON of every ≤N set")
+    p.add_argument("--tok-shards-src", nargs="+", required=True, help="the tokenized training shards, in order")
+    p.add_argument("--tok-shards-tgt", nargs="+", required=True)
     p = stage("train")
     p.add_argument("--model", required=True, help="a key of params.yaml's `models`")
     for a in ("--src-train", "--tgt-train", "--src-dev", "--tgt-dev", "--src-vocab", "--tgt-vocab", "--out-dir"):
@@ -283,7 +285,8 @@ def run(args: argparse.Namespace) -> None:
         from .datareport import run_data_report
 
         run_data_report(args.corpus, args.tok_dir, args.clean_stats, args.filter_stats, args.vocab_dir, p["data.src"],
-                        p["data.tgt"], args.out_md, args.out_json, args.out_png)
+                        p["data.tgt"], args.out_md, args.out_json, args.out_png,
+                        (args.tok_shards_src, args.tok_shards_tgt), p["prepare.max_len"], p["prepare.max_ratio"])
     elif stage == "train":
         from .train import run_train
 

@@ -1,7 +1,9 @@
 """The data report: what each preparation step kept, how long the sentences are, how much the shortlists cover.
 
-* sentence pairs and words after each step: the corpus stage (per corpus where the source has several), cleaning
-  (summed over the shards, with what each rule dropped), and the ≤N training sets;
+* sentence pairs and words after each step, in all and per corpus (WMT'14 has five or six): the corpus stage,
+  tokenization and cleaning (with what each rule dropped), and the ≤N training sets. The per-corpus figures come
+  from one streaming pass over the tokenized shards, which keep the corpus order, with the cleaning rule of the
+  clean stage (`prepare.clean_reason`) and the length limits of the ≤N sets;
 * length histograms of the tokenized training, dev and test text (results/figures/lengths.png);
 * shortlist coverage and [UNK] rate (share of running words outside the shortlist) on train, dev and test.
 
@@ -13,8 +15,45 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .textio import atomic_path, read_json, write_json_atomic
+from .corpus.local import iter_pairs
+from .prepare import clean_reason
+from .textio import InputError, atomic_path, read_json, write_json_atomic
 from .vocab import Vocab
+
+
+def per_corpus(corpus: dict, tok_src: list[str], tok_tgt: list[str], max_len: int, max_ratio: float,
+               limits: list[int]) -> dict:
+    """{corpus: {step: {pairs, src_words, tgt_words}}} for the steps raw (the corpus stage's counts), tokenized,
+    cleaned and ≤N, streamed over the tokenized shards (in order, aligned line by line with the raw training text)."""
+    bounds = [(name, c["pairs"]) for name, c in corpus["train"].get("corpora", {"train": corpus["train"]}).items()]
+    steps = ["tokenized", "cleaned"] + [f"≤{n}" for n in sorted(limits)]
+    raw = corpus["train"].get("corpora", {"train": corpus["train"]})
+    out = {name: {"raw": {k: raw[name][k] for k in ("pairs", "src_words", "tgt_words")},
+                  **{s: {"pairs": 0, "src_words": 0, "tgt_words": 0} for s in steps}} for name, _ in bounds}
+    k, left = 0, bounds[0][1]
+
+    def add(step, na, nb):
+        row = out[bounds[k][0]][step]
+        row["pairs"] += 1
+        row["src_words"] += na
+        row["tgt_words"] += nb
+
+    for fs, ft in zip(tok_src, tok_tgt):
+        for _, x, y in iter_pairs(fs, ft):
+            while left == 0:
+                k += 1
+                if k == len(bounds):
+                    raise InputError(f"{fs}: more tokenized lines than the corpus stage's {sum(n for _, n in bounds)} pairs")
+                left = bounds[k][1]
+            left -= 1
+            na, nb = len(x.decode("utf-8").split()), len(y.decode("utf-8").split())
+            add("tokenized", na, nb)
+            if clean_reason(na, nb, max_len, max_ratio) is None:
+                add("cleaned", na, nb)
+                for n in limits:
+                    if max(na, nb) <= n:
+                        add(f"≤{n}", na, nb)
+    return out
 
 
 def _stream_counts(path: str, vocab: Vocab) -> tuple[Counter, int, int]:
@@ -31,10 +70,6 @@ def _stream_counts(path: str, vocab: Vocab) -> tuple[Counter, int, int]:
 
 def _steps(corpus: dict, clean: list[dict], filters: dict[int, dict]) -> list[dict]:
     rows = []
-    if "corpora" in corpus["train"]:
-        for name, c in corpus["train"]["corpora"].items():
-            rows.append({"step": f"corpus: {name}", "pairs": c["pairs"], "src_words": c["src_words"],
-                         "tgt_words": c["tgt_words"], "dropped": c["lines"] - c["pairs"]})
     t = corpus["train"]
     rows.append({"step": "corpus (raw training text)", "pairs": t["pairs"], "src_words": t["src_words"],
                  "tgt_words": t["tgt_words"], "dropped": t.get("lines", t["pairs"]) - t["pairs"]})
@@ -52,7 +87,8 @@ def _steps(corpus: dict, clean: list[dict], filters: dict[int, dict]) -> list[di
 
 
 def run_data_report(corpus_json: str, tok_dir: str, clean_stats: list[str], filter_stats: list[str], vocab_dir: str,
-                    src: str, tgt: str, out_md: str, out_json: str, out_png: str) -> dict:
+                    src: str, tgt: str, out_md: str, out_json: str, out_png: str, tok_shards: tuple[list, list],
+                    max_len: int, max_ratio: float) -> dict:
     tok_dir, vocab_dir = Path(tok_dir), Path(vocab_dir)
     corpus = read_json(corpus_json)
     filters = {}
@@ -60,6 +96,11 @@ def run_data_report(corpus_json: str, tok_dir: str, clean_stats: list[str], filt
         f = read_json(path)
         filters[f["max_len"]] = f
     steps = _steps(corpus, [read_json(p) for p in clean_stats], filters)
+    corpora = per_corpus(corpus, *tok_shards, max_len, max_ratio, sorted(filters))
+    gathered = {k: sum(c["cleaned"][k] for c in corpora.values()) for k in ("pairs", "src_words", "tgt_words")}
+    if gathered != {k: steps[-1 - len(filters)][k] for k in gathered}:
+        raise InputError(f"the tokenized shards re-cleaned give {gathered}, the clean stage counted "
+                         f"{ {k: steps[-1 - len(filters)][k] for k in gathered} }: stale shards?")
     vocabs = {side: Vocab.load(vocab_dir / f"vocab.{lang}.tsv") for side, lang in (("src", src), ("tgt", tgt))}
     coverage, histograms = {}, {}
     for split in ("train", "dev", "test"):
@@ -69,7 +110,7 @@ def run_data_report(corpus_json: str, tok_dir: str, clean_stats: list[str], filt
             coverage[f"{split}.{lang}"] = {"words": words, "unk": unk, "unk_rate": round(unk / words, 5) if words else 0.0,
                                            "coverage": round(1 - unk / words, 5) if words else 1.0,
                                            "sentences": sum(lengths.values())}
-    report = {"steps": steps, "coverage": coverage, "histograms": histograms,
+    report = {"steps": steps, "corpora": corpora, "coverage": coverage, "histograms": histograms,
               "shortlist": {side: len(v) - 3 for side, v in vocabs.items()}}
     if "selection" in corpus:
         report["corpus"] = {k: v for k, v in corpus.items() if k in ("selection", "lium_devtest")}
@@ -112,6 +153,12 @@ def _markdown(report: dict, src: str, tgt: str, png: Path, md: Path) -> str:
     for r in report["steps"]:
         lines.append(f"| {r['step']} | {r['pairs']:,} | {r['src_words']:,} | {r['tgt_words']:,} | {r['dropped']:,} | "
                      f"{r.get('detail', '')} |")
+    if len(report["corpora"]) > 1:
+        steps = list(next(iter(report["corpora"].values())))
+        lines += ["", "## Per corpus: sentence pairs (and " + src + " words) after each step", "",
+                  "| corpus | " + " | ".join(steps) + " |", "|---|" + "---:|" * len(steps)]
+        for name, c in report["corpora"].items():
+            lines.append(f"| {name} | " + " | ".join(f"{c[s]['pairs']:,} ({c[s]['src_words']:,})" for s in steps) + " |")
     lines += ["", f"## Shortlists ({report['shortlist']['src']:,} {src} and {report['shortlist']['tgt']:,} {tgt} words)",
               "", "| text | sentences | running words | outside the shortlist ([UNK]) | coverage |",
               "|---|---:|---:|---:|---:|"]

@@ -58,6 +58,17 @@ def run_shard(src: str, tgt: str, out_src: list[str], out_tgt: list[str]) -> dic
     return {"lines": n, "shards": [e - s for s, e in bounds]}
 
 
+def clean_reason(n_src: int, n_tgt: int, max_len: int, max_ratio: float) -> str | None:
+    """Why a pair of n_src and n_tgt tokens is dropped ("empty", "long", "ratio"), or None if it is kept."""
+    if not n_src or not n_tgt:
+        return "empty"
+    if max_len and max(n_src, n_tgt) > max_len:
+        return "long"
+    if max_ratio and max(n_src, n_tgt) / min(n_src, n_tgt) > max_ratio:
+        return "ratio"
+    return None
+
+
 def run_clean(src: str, tgt: str, out_src: str, out_tgt: str, max_len: int, max_ratio: float,
               stats_out: str | None = None) -> dict:
     """Clean one tokenized shard pair by the rules above; the counts go to `stats_out`."""
@@ -69,12 +80,9 @@ def run_clean(src: str, tgt: str, out_src: str, out_tgt: str, max_len: int, max_
             stats["pairs_in"] = i
             a, b = x.decode("utf-8"), y.decode("utf-8")
             na, nb = len(a.split()), len(b.split())
-            if not na or not nb:
-                stats["dropped_empty"] += 1
-            elif max_len and max(na, nb) > max_len:
-                stats["dropped_long"] += 1
-            elif max_ratio and max(na, nb) / min(na, nb) > max_ratio:
-                stats["dropped_ratio"] += 1
+            reason = clean_reason(na, nb, max_len, max_ratio)
+            if reason:
+                stats[f"dropped_{reason}"] += 1
             else:
                 fs.write(a + "\n")
                 ft.write(b + "\n")

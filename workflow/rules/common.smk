@@ -75,6 +75,12 @@ def multi30k_files():
     return files(config["data"]["multi30k"]["test"], SRC, TGT)
 
 
+def corpus_flags():
+    """Where the corpus stage finds what a downloaded source fetched."""
+    return {"multi30k": " --downloads results/data/download/multi30k",
+            "wmt14": " --extracted results/data/extract/wmt14"}.get(config["data"]["source"], "")
+
+
 def wmt14_archives():
     """The archives data.source wmt14 downloads (none for other sources)."""
     if config["data"]["source"] != "wmt14":

@@ -55,12 +55,6 @@ rule extract:
         "rnnsearch extract --name {wildcards.archive} --archive {input.archive} --out-dir {output} --log {log}"
 
 
-def corpus_flags():
-    source = config["data"]["source"]
-    return {"multi30k": " --downloads results/data/download/multi30k",
-            "wmt14": " --extracted results/data/extract/wmt14"}.get(source, "")
-
-
 rule corpus:
     input:
         local=[f"{config['data']['local'][s]}.{lang}" for s in ("train", "dev", "test") for lang in (SRC, TGT)]
@@ -78,12 +72,13 @@ rule corpus:
     params:
         stage=stage_params("corpus"),
         files=PARAMS,
+        flags=corpus_flags(),
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/corpus.log",
     shell:
-        "rnnsearch corpus {params.files} --out-dir results/data/raw --log {log}" + corpus_flags()
+        "rnnsearch corpus {params.files} --out-dir results/data/raw{params.flags} --log {log}"
 
 
 rule shard:

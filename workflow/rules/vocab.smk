@@ -43,6 +43,8 @@ rule data_report:
         corpus="results/data/raw/corpus.json",
         tok=expand("results/data/tok/{split}.{lang}", split=["train", "dev", "test"], lang=[SRC, TGT]),
         clean=gather.shard("results/data/shards/clean/{scatteritem}.json"),
+        tok_src=gather.shard(f"results/data/shards/tok/{{scatteritem}}.{SRC}"),
+        tok_tgt=gather.shard(f"results/data/shards/tok/{{scatteritem}}.{TGT}"),
         filters=expand("results/data/train{maxlen}.json", maxlen=TRAIN_LENS),
         vocab=[f"results/data/vocab.{SRC}.tsv", f"results/data/vocab.{TGT}.tsv", *SPM_FILES],
         code=stage_code("data-report"),
@@ -60,4 +62,5 @@ rule data_report:
     shell:
         "rnnsearch data-report {params.files} --corpus {input.corpus} --tok-dir results/data/tok"
         " --vocab-dir results/data --clean-stats {input.clean} --filter-stats {input.filters}"
+        " --tok-shards-src {input.tok_src} --tok-shards-tgt {input.tok_tgt}"
         " --out-md {output.md} --out-json {output.json} --out-png {output.png} --log {log}"
