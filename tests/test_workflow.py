@@ -57,7 +57,10 @@ def test_lint_dry_run_and_dvc_yaml_are_clean():
     assert "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr
     dry = sh([str(BIN / "snakemake"), "-n", "--forceall"], REPO)
     counts = job_counts(dry.stdout)
-    assert counts["train"] == 4 and counts["translate"] == 4 and counts["tokenize"] == 6
+    assert counts["train"] == 4 and counts["translate"] == 4 and counts["tokenize"] == 4  # dev, test
+    shards = yaml.safe_load((REPO / "params.yaml").read_text())["prepare"]["shards"]
+    assert counts["shard"] == 1 and counts["tokenize_shard"] == counts["count"] == 2 * shards
+    assert counts["clean"] == shards and counts["gather"] == 2 and counts["data_report"] == 1
     sh([str(BIN / "rnnsearch"), "dvc-yaml", "--check"], REPO)
 
 

@@ -75,6 +75,11 @@ def multi30k_files():
     return files(config["data"]["multi30k"]["test"], SRC, TGT)
 
 
+# Under Slurm, the jobs that stream the whole training text at once (extraction, corpus, shard, gather, filter,
+# vocab, data report) get this time limit instead of the profile's 20 minutes: WMT'14 is 850M words.
+LONG_JOB_MINUTES = 240
+
+
 def corpus_flags():
     """Where the corpus stage finds what a downloaded source fetched."""
     return {"multi30k": " --downloads results/data/download/multi30k",

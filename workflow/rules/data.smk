@@ -47,6 +47,8 @@ rule extract:
         code=stage_code("extract"),
     output:
         directory("results/data/extract/wmt14/{archive}"),
+    resources:
+        runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
     conda:
         "../../envs/rnnsearch.yaml"
     log:
@@ -73,6 +75,8 @@ rule corpus:
         stage=stage_params("corpus"),
         files=PARAMS,
         flags=corpus_flags(),
+    resources:
+        runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
     conda:
         "../../envs/rnnsearch.yaml"
     log:
@@ -89,6 +93,8 @@ rule shard:
     output:
         src=scatter.shard(f"results/data/shards/raw/{{scatteritem}}.{SRC}"),
         tgt=scatter.shard(f"results/data/shards/raw/{{scatteritem}}.{TGT}"),
+    resources:
+        runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
     conda:
         "../../envs/rnnsearch.yaml"
     log:
@@ -163,6 +169,8 @@ rule gather:
         code=stage_code("gather"),
     output:
         "results/data/tok/train.{lang}",
+    resources:
+        runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
     conda:
         "../../envs/rnnsearch.yaml"
     log:
@@ -180,6 +188,8 @@ rule filter:
         src=f"results/data/train{{maxlen}}.{SRC}",
         tgt=f"results/data/train{{maxlen}}.{TGT}",
         stats="results/data/train{maxlen}.json",
+    resources:
+        runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
     conda:
         "../../envs/rnnsearch.yaml"
     log:

@@ -29,6 +29,8 @@ rule vocab:
     params:
         stage=stage_params("vocab"),
         files=PARAMS,
+    resources:
+        runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
     conda:
         "../../envs/rnnsearch.yaml"
     log:
@@ -55,6 +57,8 @@ rule data_report:
     params:
         stage=stage_params("data-report"),
         files=PARAMS,
+    resources:
+        runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
     conda:
         "../../envs/rnnsearch.yaml"
     log:
