@@ -59,6 +59,31 @@ TRAIN_SIZES = {
 }
 
 
+def gemm_peak_gflops(threads: int, seconds: float = 2.0, size: int = 2048) -> float:
+    """Best fp32 GEMM GFLOP/s of torch.matmul on size³ with `threads` threads, over `seconds` of rounds of at least
+    0.1 s each (the method of ../shared/bench/gemm_peak.py): the denominator of utilisation."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    out = torch.empty(size, size)
+    torch.matmul(a, b, out=out)  # warm-up
+    reps = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(reps):
+            torch.matmul(a, b, out=out)
+        if time.perf_counter() - start > 0.1:
+            break
+        reps *= 2
+    best, end, rounds = 0.0, time.perf_counter() + seconds, 0
+    while time.perf_counter() < end or rounds < 5:
+        start = time.perf_counter()
+        for _ in range(reps):
+            torch.matmul(a, b, out=out)
+        best = max(best, 2.0 * size**3 * reps / (time.perf_counter() - start) / 1e9)
+        rounds += 1
+    return round(best, 1)
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (Linux reports kilobytes)."""
     import resource
@@ -67,13 +92,17 @@ def peak_rss_mb() -> float:
 
 
 def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, threads: int, device_name: str,
-                    seed: int, out: str) -> dict:
+                    seed: int, out: str, gemm: bool = True) -> dict:
     """Training speed and memory of one model for batches of `batch` sentence pairs of `length` words each side.
 
     Random word ids (uniform over the shortlist; speed does not depend on the words), two untimed warm-up
-    updates (the allocator grows and the optimizer creates its state in the first two), then `steps` timed updates: forward, backward, clipping, Adadelta step. Words/s counts source and
-    target words (</s> included). Run one configuration per process: peak RSS is the process's.
+    updates (the allocator grows and the optimizer creates its state in the first two), then `steps` timed
+    updates: forward, backward, clipping, Adadelta step. Words/s counts source and target words (</s> included).
+    Utilisation: the closed-form training FLOPs (rnnsearch.flops, no padding here) per second, divided by the best
+    2048³ fp32 GEMM rate measured in the same process just before and just after. Run one configuration per
+    process: peak RSS is the process's.
     """
+    from .flops import train_flops
     from .model import build_model
     from .train import batch_nll, make_optimizer, resolve_device
     from .batching import make_batch
@@ -88,6 +117,7 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     g = torch.Generator().manual_seed(seed)
     sents = [torch.randint(3, K, (length,), generator=g).tolist() + [1] for _ in range(2 * batch)]
     b = make_batch(sents[:batch], sents[batch:], list(range(batch))).to(device)
+    gemm_before = gemm_peak_gflops(threads) if device.type == "cpu" and gemm else None
     times = []
     warmup = 2
     for step in range(warmup + steps):
@@ -106,13 +136,87 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
         log.info("%s %s update %d: %.2f s", arch, size, step, time.perf_counter() - start)
     seconds = sum(times) / len(times)
     words = b.source_words + b.target_words
+    flops = batch * train_flops(model.cfg, K, length + 1, length + 1)
+    gemm = max(gemm_before, gemm_peak_gflops(threads)) if gemm_before else None
     result = {"benchmark": "train", "arch": arch, "size": size, "sizes": sizes, "parameters": model.num_parameters(),
               "batch": batch, "length": length, "warmup_updates": warmup, "timed_updates": steps, "seconds_per_update": round(seconds, 3),
               "words_per_s": round(words / seconds, 1), "sentences_per_s": round(batch / seconds, 2),
+              "target_words_per_s": round(b.target_words / seconds, 1),
+              "train_gflop_per_update": round(flops / 1e9, 3), "mflop_per_target_word": round(flops / b.target_words / 1e6, 2),
+              "gflops_per_s": round(flops / seconds / 1e9, 2), "gemm_peak_gflops": gemm,
+              "utilisation": round(flops / seconds / 1e9 / gemm, 4) if gemm else None,
               "peak_rss_mb": round(peak_rss_mb(), 1), "device": str(device), "machine": machine()}
     if device.type == "cuda":
         result["peak_cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-    log.info("%s %s: %s parameters, %.2f s/update, %.0f words/s, peak RSS %.0f MB", arch, size,
-             f"{result['parameters']:,}", seconds, result["words_per_s"], result["peak_rss_mb"])
+    log.info("%s %s: %s parameters, %.2f s/update, %.0f words/s, %.1f GFLOP/s (GEMM peak %s, utilisation %s), "
+             "peak RSS %.0f MB", arch, size, f"{result['parameters']:,}", seconds, result["words_per_s"],
+             result["gflops_per_s"], gemm, result["utilisation"], result["peak_rss_mb"])
     write_json_atomic(out, result)
     return result
+
+
+def _train_in_fresh_process(*args) -> dict:
+    import concurrent.futures
+    import multiprocessing
+
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(run_bench_train, *args).result()
+
+
+def run_bench_scaling(archs: list[str], size: str, lengths: list[int], batch: int, steps: int, threads: int,
+                      device_name: str, seed: int, out: str, figure: str) -> dict:
+    """Time and peak memory of one training update against sentence length, per model, each point in a fresh
+    process. A quadratic t(L) = t0 + t1·L + t2·L² is fitted per model: RNNsearch's attention costs Tx·Ty per
+    sentence (every target position reads every source annotation), RNNencdec's fixed context does not."""
+    import tempfile
+
+    import numpy as np
+
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for arch in archs:
+            for length in lengths:
+                r = _train_in_fresh_process(arch, size, batch, length, steps, threads, device_name, seed,
+                                            f"{tmp}/{arch}_{length}.json", False)
+                runs.append({k: r[k] for k in ("arch", "length", "seconds_per_update", "words_per_s", "peak_rss_mb",
+                                               "mflop_per_target_word")})
+                log.info("scaling %s length %d: %.2f s/update, peak RSS %.0f MB", arch, length,
+                         r["seconds_per_update"], r["peak_rss_mb"])
+    fits = {}
+    for arch in archs:
+        pts = [(r["length"], r["seconds_per_update"]) for r in runs if r["arch"] == arch]
+        if len(pts) >= 3:
+            t2, t1, t0 = np.polyfit([p[0] for p in pts], [p[1] for p in pts], 2)
+            fits[arch] = {"t0_s": round(float(t0), 4), "t1_s_per_word": round(float(t1), 5),
+                          "t2_s_per_word2": round(float(t2), 7)}
+    result = {"benchmark": "scaling", "size": size, "sizes": TRAIN_SIZES[size], "batch": batch, "timed_updates": steps,
+              "threads": threads, "runs": runs, "quadratic_fit": fits, "machine": machine()}
+    write_json_atomic(out, result)
+    _scaling_figure(runs, archs, size, batch, figure)
+    return result
+
+
+def _scaling_figure(runs: list[dict], archs: list[str], size: str, batch: int, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .textio import atomic_path
+
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for arch in archs:
+        pts = sorted((r["length"], r["seconds_per_update"], r["peak_rss_mb"]) for r in runs if r["arch"] == arch)
+        ax_t.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=arch)
+        ax_m.plot([p[0] for p in pts], [p[2] / 1024 for p in pts], "o-", label=arch)
+    ax_t.set_xlabel("words per sentence (each side)")
+    ax_t.set_ylabel("seconds per update")
+    ax_t.set_title(f"training time, batch {batch}, {size} size")
+    ax_m.set_xlabel("words per sentence (each side)")
+    ax_m.set_ylabel("peak resident memory (GB)")
+    ax_m.set_title("memory of the process")
+    ax_t.legend()
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)

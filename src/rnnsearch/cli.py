@@ -35,7 +35,8 @@ STAGES_HELP = {
     "aer": "8. alignment error rate of the attention against gold links (reference forced)",
     "report": "9. the results page",
     "bench-decode": "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
-    "bench-train": "benchmark: training speed and peak memory of one model size on random batches",
+    "bench-train": "benchmark: training speed, utilisation and peak memory of one model size on random batches",
+    "bench-scaling": "benchmark: training time and memory per update against sentence length (10-80 words)",
     "peer": "experiment: JoeyNMT 2.3.0 trained on our data for as long as peer.model trained, then decoded",
     "compare-peer": "experiment: sacreBLEU, chrF, training time and words/s of our models and the peer",
     "score-extra": "7. sacreBLEU and chrF of every model on the extra test sets (extra_tests)",
@@ -167,16 +168,21 @@ def build_parser() -> argparse.ArgumentParser:
     for a in ("--checkpoint", "--src", "--src-vocab", "--out"):
         p.add_argument(a, required=True)
     p.add_argument("--beams", type=int, nargs="+", default=[1, 12])
-    p = stage("bench-train", params=False)
+    for name in ("bench-train", "bench-scaling"):
+        p = stage(name, params=False)
+        p.add_argument("--size", default="paper", choices=["paper", "bench"], help="paper: App. A; bench: the peer's")
+        p.add_argument("--batch", type=int, default=80)
+        p.add_argument("--steps", type=int, default=3, help="timed updates after two warm-up updates")
+        p.add_argument("--threads", type=int, default=os.cpu_count())
+        p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+        p.add_argument("--seed", type=int, default=1234)
+        p.add_argument("--out", required=True)
+    p.add_argument("--archs", nargs="+", default=["rnnsearch", "rnnencdec"], choices=["rnnsearch", "rnnencdec", "luong"])
+    p.add_argument("--lengths", type=int, nargs="+", default=[10, 20, 40, 60, 80])
+    p.add_argument("--figure", required=True, help="PNG: time and memory per update against length")
+    p = sub.choices["bench-train"]
     p.add_argument("--arch", default="rnnsearch", choices=["rnnsearch", "rnnencdec", "luong"])
-    p.add_argument("--size", default="paper", choices=["paper", "bench"], help="paper: App. A; bench: the peer's")
-    p.add_argument("--batch", type=int, default=80)
     p.add_argument("--length", type=int, default=50, help="words per sentence, each side (</s> added)")
-    p.add_argument("--steps", type=int, default=3, help="timed updates after one warm-up update")
-    p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--out", required=True)
 
     p = stage("score-extra", params=False)
     p.add_argument("--entry", nargs=4, action="append", required=True, metavar=("SET", "MODEL", "HYP", "REF"),
@@ -339,6 +345,11 @@ def run(args: argparse.Namespace) -> None:
 
         run_bench_train(args.arch, args.size, args.batch, args.length, args.steps, args.threads, args.device,
                         args.seed, args.out)
+    elif stage == "bench-scaling":
+        from .bench import run_bench_scaling
+
+        run_bench_scaling(args.archs, args.size, args.lengths, args.batch, args.steps, args.threads, args.device,
+                          args.seed, args.out, args.figure)
     elif stage == "score-extra":
         from .score import run_extra_scores
 

@@ -72,7 +72,8 @@ STAGE_MODULES = {
     "aer": ["aer.py", "checkpoint.py", "presets.py", "model"],
     "report": ["report.py"],
     "bench-decode": ["bench.py", "search.py", "checkpoint.py", "presets.py", "model"],
-    "bench-train": ["bench.py", "train.py", "batching.py", "presets.py", "model"],
+    "bench-train": ["bench.py", "flops.py", "train.py", "batching.py", "presets.py", "model"],
+    "bench-scaling": ["bench.py", "flops.py", "train.py", "batching.py", "presets.py", "model"],
     "peer": ["peer.py", "peer_joeynmt.py", "text.py"],
     "compare-peer": ["peer.py"],
     "score-extra": ["score.py"],
@@ -81,7 +82,7 @@ STAGE_MODULES = {
 
 # Rules whose stage has another name (the CLI uses hyphens; translate_extra runs `rnnsearch translate`).
 RULE_STAGE = {"download_archive": "download-archive", "tokenize_shard": "tokenize", "translate_extra": "translate",
-              "score_extra": "score-extra", "bench_decode": "bench-decode", "bench_train": "bench-train",
+              "score_extra": "score-extra", "bench_decode": "bench-decode", "bench_train": "bench-train", "bench_scaling": "bench-scaling",
               "peer_joeynmt": "peer", "peer": "compare-peer", "data_report": "data-report", "bench_data": "bench-data"}
 
 

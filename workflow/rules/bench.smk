@@ -75,3 +75,21 @@ rule bench_data:
         "results/logs/bench_data.log",
     shell:
         "rnnsearch bench-data {params.raw} {params.pretok} --out {output.json} --md {output.md} --log {log}"
+
+
+rule bench_scaling:
+    """Training time and peak memory per update against sentence length (10 to 80 words), RNNsearch and RNNencdec
+    at the peer benchmark's sizes, batches of 80: `snakemake --cores 2 bench_scaling`."""
+    input:
+        code=stage_code("bench-scaling"),
+    output:
+        json="results/bench/scaling.json",
+        png="results/bench/scaling.png",
+    threads: 256  # all of --cores
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/bench_scaling.log",
+    shell:
+        "rnnsearch bench-scaling --size bench --batch 80 --steps 2 --lengths 10 20 40 60 80"
+        " --threads {threads} --out {output.json} --figure {output.png} --log {log}"
