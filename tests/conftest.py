@@ -17,6 +17,17 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("RNNSEARCH_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+@pytest.fixture(autouse=True)
+def torch_threads():
+    """Benchmarks and stages set torch's thread count for the process; give every test the count it started with
+    (results such as a training's last digits depend on it)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def tiny_config() -> dict:
     return cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])

@@ -191,15 +191,14 @@ def test_a_tiny_model_overfits_twenty_pairs(arch):
     batch = make_batch(src, tgt, list(range(20)))
     torch.manual_seed(0)
     model = build_model({"arch": arch, "m": 24, "n": 48, "n_align": 32, "l": 32, "dropout": 0.0}, 40, 40).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)  # at 0.01, luong kept one of 20 wrong with 1 thread
     for _ in range(300):
         loss = batch_nll(model, batch) / batch.target_words
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-    # the decisive check is the next one; the NLL bound leaves room for CPU-dependent rounding (0.053 was seen)
-    assert loss.item() < 0.1, f"per-word NLL after 300 updates: {loss.item():.3f}"
+    assert loss.item() < 0.05, f"per-word NLL after 300 updates: {loss.item():.3f}"
     hyps = greedy(model.eval(), batch.x, batch.lengths)
     assert [h.tokens for h in hyps] == tgt  # it reproduces every training target
 
