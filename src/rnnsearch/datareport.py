@@ -25,9 +25,9 @@ def per_corpus(corpus: dict, tok_src: list[str], tok_tgt: list[str], max_len: in
                limits: list[int]) -> dict:
     """{corpus: {step: {pairs, src_words, tgt_words}}} for the steps raw (the corpus stage's counts), tokenized,
     cleaned and ≤N, streamed over the tokenized shards (in order, aligned line by line with the raw training text)."""
-    bounds = [(name, c["pairs"]) for name, c in corpus["train"].get("corpora", {"train": corpus["train"]}).items()]
-    steps = ["tokenized", "cleaned"] + [f"≤{n}" for n in sorted(limits)]
     raw = corpus["train"].get("corpora", {"train": corpus["train"]})
+    bounds = [(name, c["pairs"]) for name, c in raw.items()]
+    steps = ["tokenized", "cleaned"] + [f"≤{n}" for n in sorted(limits)]
     out = {name: {"raw": {k: raw[name][k] for k in ("pairs", "src_words", "tgt_words")},
                   **{s: {"pairs": 0, "src_words": 0, "tgt_words": 0} for s in steps}} for name, _ in bounds}
     k, left = 0, bounds[0][1]
@@ -51,7 +51,7 @@ def per_corpus(corpus: dict, tok_src: list[str], tok_tgt: list[str], max_len: in
             if clean_reason(na, nb, max_len, max_ratio) is None:
                 add("cleaned", na, nb)
                 for n in limits:
-                    if max(na, nb) <= n:
+                    if clean_reason(na, nb, n, 0) is None:  # the filter stage's rule (prepare.run_filter)
                         add(f"≤{n}", na, nb)
     return out
 
