@@ -100,7 +100,9 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     from .model import build_model
     from .train import batch_nll, make_optimizer, resolve_device
     from .batching import make_batch
+    from .cpu import keep_freed_memory
 
+    keep_freed_memory()  # as every stage does (cli.main); this also runs in a spawned process
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     device = resolve_device(device_name)

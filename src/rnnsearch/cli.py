@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from . import config as cfg
+from .cpu import keep_freed_memory
 from .textio import EXIT_INTERRUPTED, InputError, Interrupted
 
 STAGES_HELP = {
@@ -448,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("SLURM_JOB_ID"):  # evidence of where a job ran, for the log and the Slurm tests
         log.info("Slurm job %s on %s, CUDA_VISIBLE_DEVICES=%r", os.environ["SLURM_JOB_ID"],
                  os.environ.get("SLURMD_NODENAME", "?"), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    keep_freed_memory()  # rnnsearch.cpu: no page faults on the tensors every update allocates again
     try:
         run(args)
     except Interrupted as e:

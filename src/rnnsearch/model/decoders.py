@@ -29,6 +29,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .attention import AdditiveAttention
+from .fused import combined_output_recurrence, deep_output_recurrence
+
 
 class ConditionalGRU(nn.Module):
     """The paper's GRU with context terms; the reset gate multiplies s_{i−1} before U (not after).
@@ -130,6 +133,8 @@ class DeepOutputDecoder(nn.Module):
         self.attention = attention
         self.cell = CELLS[cell](m, n, ctx_dim)
         self.output = DeepOutput(vocab_size, m, n, ctx_dim, l, dropout)
+        # training runs the recurrence with its hand-written backward where one exists (False: plain autograd)
+        self.fused = cell == "gru" and (attention is None or isinstance(attention, AdditiveAttention))
 
     def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
         return self.cell.init_state(s0, cell0)
@@ -147,6 +152,15 @@ class DeepOutputDecoder(nn.Module):
     def forward(self, Ey: torch.Tensor, memory) -> torch.Tensor:
         """Teacher forcing: Ey (B, Ty, m) = E y_0 … E y_{Ty−1} → logits (B, Ty, K)."""
         Ty = Ey.size(1)
+        if self.fused and torch.is_grad_enabled():  # the same equations, BPTT by hand (fused.py)
+            X = self.cell.W(Ey)  # (B, Ty, 3n)
+            if self.attention is None:
+                S = deep_output_recurrence(X + self.cell.C(memory.c).unsqueeze(1), memory.s0, self.cell)
+                C = memory.c.unsqueeze(1).expand(-1, Ty, -1)
+            else:
+                S, C = deep_output_recurrence(X, memory.s0, self.cell, self.attention, memory.h, memory.keys,
+                                              memory.mask)
+            return self.output(S, self.output.V_o(Ey), C)
         W_Ey = self.cell.W(Ey).unbind(1)  # Ty × (B, ·): all input projections in one GEMM
         state = memory.s0
         states, contexts = [], []
@@ -175,6 +189,7 @@ class CombinedOutputDecoder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.input_feeding = input_feeding
         self.n = n
+        self.fused = cell == "gru" and isinstance(attention, AdditiveAttention)  # without dropout (see forward)
 
     def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
         state = self.cell.init_state(s0, cell0)
@@ -200,6 +215,10 @@ class CombinedOutputDecoder(nn.Module):
         return self.W_vocab(o), state, alpha
 
     def forward(self, Ey: torch.Tensor, memory) -> torch.Tensor:
+        if self.fused and torch.is_grad_enabled() and not (self.training and self.dropout.p > 0):
+            O = combined_output_recurrence(self.cell.W(Ey), memory.s0[:, : self.n], self.cell, self.attention,
+                                           self.W_u, memory.h, memory.keys, memory.mask)
+            return self.W_vocab(O)  # (B, Ty, K)
         W_Ey = self.cell.W(Ey).unbind(1)  # Ty × (B, ·)
         state, outputs = memory.s0, []
         for W_Ey_t in W_Ey:

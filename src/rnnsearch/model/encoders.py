@@ -31,9 +31,38 @@ class Encoder(nn.Module):
         rnn = {"gru": nn.GRU, "lstm": nn.LSTM}[cell]
         self.rnn = rnn(m, n, batch_first=True, bidirectional=bidirectional)
         self.out_dim = (2 if bidirectional else 1) * n
+        # GRU: run each direction over the padded batch (see _unpacked_gru); False: the packed sequence
+        self.fused = cell == "gru"
+
+    def _unpacked_gru(self, Ex: torch.Tensor, lengths: torch.Tensor):
+        """The packed GRU's results from unpacked runs, whose backward pass is twice as fast on CPU.
+
+        Padding comes after the real words, so the forward direction's states at real words are those of the
+        packed run; its final state is read at the last real word. The backward direction runs forwards over
+        each sentence reversed within its length (padding still at the end) and is reversed back. Annotations
+        at padding are zero, as pad_packed_sequence gives them.
+        """
+        B, T, _ = Ex.shape
+        pos = torch.arange(T, device=Ex.device).unsqueeze(0)  # (1, Tx)
+        real = pos < lengths.unsqueeze(1)  # (B, Tx)
+        last = (lengths - 1).view(B, 1, 1).expand(-1, 1, self.rnn.hidden_size)
+        w = self.rnn._flat_weights  # [w_ih, w_hh, b_ih, b_hh] per direction, the module's parameters
+        h0 = Ex.new_zeros(1, B, self.rnn.hidden_size)
+        fwd, _ = torch.gru(Ex, h0, w[:4], True, 1, 0.0, self.training, False, True)  # (B, Tx, n)
+        outputs, finals = [fwd], [fwd.gather(1, last).squeeze(1)]  # →h_Tx
+        if self.rnn.bidirectional:
+            rev = torch.where(real, lengths.unsqueeze(1) - 1 - pos, pos)  # its own inverse
+            idx = rev.unsqueeze(2)
+            bwd, _ = torch.gru(Ex.gather(1, idx.expand_as(Ex)), h0, w[4:], True, 1, 0.0, self.training, False, True)
+            outputs.append(bwd.gather(1, idx.expand_as(bwd)))
+            finals.append(bwd.gather(1, last).squeeze(1))  # ←h_1 (the reversed run's state at the last word)
+        h = torch.cat(outputs, dim=2) * real.unsqueeze(2)  # (B, Tx, dirs·n)
+        return h, torch.cat(finals, dim=1), None
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor):
         Ex = self.E(x)  # (B, Tx, m)
+        if self.fused:
+            return self._unpacked_gru(Ex, lengths.to(x.device))
         packed = pack_padded_sequence(Ex, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, last = self.rnn(packed)  # last: h_n (dirs, B, n), or (h_n, c_n) for an LSTM
         h, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))  # (B, Tx, dirs·n)

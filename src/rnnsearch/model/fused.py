@@ -1,0 +1,202 @@
+"""The decoder recurrence of training (teacher forcing) with a hand-written backward pass.
+
+Autograd through the per-step loop of a decoder records some twenty small operations per target position, and
+its backward pass adds up the gradient of every weight used inside the loop step by step: at the paper's sizes
+(batch 80, 50 words) 51 additions of C's 24 MB gradient alone, and weight-gradient products whose inner
+dimension is the batch (80 rows), which a GEMM runs far below its peak. Here the backward pass walks the steps
+backwards (backpropagation through time), keeping per step only what it needs (gate values, the alignment
+MLP's tanh, α), and computes each weight's gradient in one GEMM over all steps at the end:
+    dW = Σ_i g_iᵀ x_i = Gᵀ X        (inner dimension B·Ty)
+and ∂L/∂h_j = Σ_i α_ij ∂L/∂c_i as one batched product.
+
+Two recurrences, the only ones the presets train with a GRU and additive (or no) attention:
+    `deep_output_recurrence`      App. A.2.2 (RNNsearch, RNNencdec): c_i = attend(s_{i−1}); s_i = GRU(s_{i−1}, E y_{i−1}, c_i)
+    `combined_output_recurrence`  attention on the new state, input feeding: s_t = GRU(s_{t−1}, [E y_{t−1}; o_{t−1}]);
+                                  a_t = attend(s_t); o_t = tanh(W_u [a_t; s_t])  (JoeyNMT's decoder, Luong et al. 2015)
+The equations are those of `decoders.ConditionalGRU` and `attention.AdditiveAttention`; tests/test_fused.py
+checks logits and every gradient against the autograd path (`fused = False` on the decoder).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+# ------------------------------------------------------------------------------------------- the two pieces
+def _attend(q_proj: torch.Tensor, keys: torch.Tensor, v: torch.Tensor, h: torch.Tensor, masked: torch.Tensor):
+    """Additive attention from W_a q: p = tanh(W_a q + U_a h_j) (B, Tx, n'), α (B, Tx), c (B, ctx)."""
+    p = torch.tanh(keys + q_proj.unsqueeze(1))  # (B, Tx, n')
+    e = torch.matmul(p, v).masked_fill_(masked, float("-inf"))  # (B, Tx)
+    alpha = torch.softmax(e, dim=1)
+    c = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)  # (B, ctx)
+    return p, alpha, c
+
+
+def _attend_backward(gc: torch.Tensor, p: torch.Tensor, alpha: torch.Tensor, h: torch.Tensor, v: torch.Tensor,
+                     dkeys: torch.Tensor, dv: torch.Tensor) -> torch.Tensor:
+    """Given ∂L/∂c (B, ctx): adds into dkeys (B, Tx, n') and dv (n'), returns ∂L/∂(W_a q) (B, n')."""
+    dalpha = torch.bmm(h, gc.unsqueeze(2)).squeeze(2)  # (B, Tx): h_j · ∂L/∂c
+    de = alpha * (dalpha - (alpha * dalpha).sum(1, keepdim=True))  # softmax backward; 0 on padding (α = 0)
+    dv.addmv_(p.flatten(0, 1).t(), de.flatten())  # Σ_bj de_bj p_bj
+    dp = (p * p).neg_().add_(1).mul_(de.unsqueeze(2)).mul_(v)  # (1 − p²) ∘ de v_aᵀ
+    dkeys.add_(dp)
+    return dp.sum(1)
+
+
+def _gru(x: torch.Tensor, s: torch.Tensor, U_zr: torch.Tensor, U: torch.Tensor, n: int):
+    """The paper's GRU from its input-side sum x = [x_h | x_zr] (B, 3n): returns s_i, z, r, s̃."""
+    x_h, x_zr = x.split([n, 2 * n], dim=1)
+    z, r = torch.sigmoid(torch.addmm(x_zr, s, U_zr.t())).chunk(2, dim=1)
+    s_tilde = torch.tanh(torch.addmm(x_h, r * s, U.t()))
+    return (1 - z) * s + z * s_tilde, z, r, s_tilde
+
+
+def _gru_backward(g: torch.Tensor, s: torch.Tensor, z, r, s_tilde, U_zr, U, dx: torch.Tensor) -> torch.Tensor:
+    """Given ∂L/∂s_i: writes ∂L/∂x into dx (B, 3n) and returns ∂L/∂s_{i−1}."""
+    n = s.size(1)
+    ds = g * (1 - z)
+    da_h = torch.mul(g * z, 1 - s_tilde * s_tilde, out=dx[:, :n])  # through s̃ = tanh(a_h)
+    drs = da_h @ U  # ∂L/∂(r ∘ s)
+    dzr = dx[:, n:]
+    torch.mul(g * (s_tilde - s), z * (1 - z), out=dzr[:, :n])
+    torch.mul(drs * s, r * (1 - r), out=dzr[:, n:])
+    ds.addcmul_(drs, r)
+    return ds.addmm_(dzr, U_zr)
+
+
+# ------------------------------------------------------------------------------------------- App. A.2.2
+class _DeepOutputRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U):
+        B, Ty, _ = X.shape
+        n = s0.size(1)
+        attn = h is not None
+        S = X.new_empty(B, Ty, n)  # s_{i−1} of every position
+        Z, R, St, RS = (X.new_empty(B, max(Ty - 1, 0), n) for _ in range(4))
+        if attn:
+            masked = ~mask
+            v = v_a.view(-1)
+            Cc = X.new_empty(B, Ty, h.size(2))  # c_i
+            A = X.new_empty(B, Ty, h.size(1))  # α_i
+            P = []
+        s = s0
+        for i in range(Ty):
+            S[:, i] = s
+            if attn:
+                p, A[:, i], Cc[:, i] = _attend(s @ W_a.t(), keys, v, h, masked)
+                P.append(p)
+            if i + 1 < Ty:  # the last state is never read
+                x = torch.addmm(X[:, i], Cc[:, i], C.t()) if attn else X[:, i]
+                s, Z[:, i], R[:, i], St[:, i] = _gru(x, S[:, i], U_zr, U, n)
+                torch.mul(R[:, i], S[:, i], out=RS[:, i])
+        ctx.attn = attn
+        if attn:
+            ctx.P = P
+            ctx.save_for_backward(S, Z, R, St, RS, h, Cc, A, W_a, v_a, C, U_zr, U)
+            return S, Cc
+        ctx.save_for_backward(S, Z, R, St, RS, U_zr, U)
+        return S
+
+    @staticmethod
+    def backward(ctx, dS, dCc=None):
+        if ctx.attn:
+            S, Z, R, St, RS, h, Cc, A, W_a, v_a, C, U_zr, U = ctx.saved_tensors
+            v = v_a.view(-1)
+            dkeys, dv = torch.zeros_like(ctx.P[0]), torch.zeros_like(v)
+            Gc, DQ = torch.empty_like(Cc), S.new_empty(S.size(0), S.size(1), W_a.size(0))
+        else:
+            S, Z, R, St, RS, U_zr, U = ctx.saved_tensors
+        B, Ty, n = S.shape
+        dX = S.new_zeros(B, Ty, 3 * n)  # the last position's input is never used
+        g = None  # ∂L/∂s_i from the later steps
+        for i in reversed(range(Ty)):
+            gs = dS[:, i].clone()
+            if g is not None:
+                gs += _gru_backward(g, S[:, i], Z[:, i], R[:, i], St[:, i], U_zr, U, dX[:, i])
+            if ctx.attn:
+                gc = dCc[:, i] + dX[:, i] @ C if g is not None else dCc[:, i]
+                Gc[:, i] = gc
+                DQ[:, i] = _attend_backward(gc, ctx.P[i], A[:, i], h, v, dkeys, dv)
+                gs.addmm_(DQ[:, i], W_a)
+            g = gs
+        dU_zr = dX[:, :-1, n:].flatten(0, 1).t() @ S[:, :-1].flatten(0, 1)
+        dU = dX[:, :-1, :n].flatten(0, 1).t() @ RS.flatten(0, 1)
+        if not ctx.attn:
+            return dX, g, None, None, None, None, None, None, dU_zr, dU
+        dC = dX[:, :-1].flatten(0, 1).t() @ Cc[:, :-1].flatten(0, 1)
+        dW_a = DQ.flatten(0, 1).t() @ S.flatten(0, 1)
+        dh = torch.bmm(A.transpose(1, 2), Gc)  # Σ_i α_ij ∂L/∂c_i
+        return dX, g, dh, dkeys, None, dW_a, dv.view_as(v_a), dC, dU_zr, dU
+
+
+def deep_output_recurrence(X, s0, cell, attention=None, h=None, keys=None, mask=None):
+    """App. A.2.2 under teacher forcing. X (B, Ty, 3n): W E y_{i−1} (plus C c for a fixed context), s0 (B, n).
+
+    Returns S (B, Ty, n) = s_{i−1} per position and, with attention, the contexts c_i (B, Ty, ctx).
+    """
+    if attention is None:
+        return _DeepOutputRecurrence.apply(X, s0, None, None, None, None, None, None, cell.U_zr.weight,
+                                           cell.U.weight)
+    return _DeepOutputRecurrence.apply(X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight,
+                                       cell.C.weight, cell.U_zr.weight, cell.U.weight)
+
+
+# ------------------------------------------------------------------------------------------- combined output
+class _CombinedOutputRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U, W_u):
+        B, Ty, _ = X.shape
+        n = s0.size(1)
+        v, masked = v_a.view(-1), ~mask
+        S = X.new_empty(B, Ty + 1, n)  # s_0 … s_Ty
+        Z, R, St, RS = (X.new_empty(B, Ty, n) for _ in range(4))
+        O = X.new_empty(B, Ty + 1, n)  # o_0 = 0, o_1 … o_Ty
+        O[:, 0] = 0
+        Actx, A, P = X.new_empty(B, Ty, h.size(2)), X.new_empty(B, Ty, h.size(1)), []
+        S[:, 0] = s0
+        for t in range(Ty):
+            x = torch.addmm(X[:, t], O[:, t], C.t()) if C is not None else X[:, t]  # input feeding: C o_{t−1}
+            S[:, t + 1], Z[:, t], R[:, t], St[:, t] = _gru(x, S[:, t], U_zr, U, n)
+            torch.mul(R[:, t], S[:, t], out=RS[:, t])
+            p, A[:, t], Actx[:, t] = _attend(S[:, t + 1] @ W_a.t(), keys, v, h, masked)
+            P.append(p)
+            torch.tanh(torch.cat([Actx[:, t], S[:, t + 1]], dim=1) @ W_u.t(), out=O[:, t + 1])
+        ctx.P = P
+        ctx.save_for_backward(S, Z, R, St, RS, O, Actx, A, h, W_a, v_a, C, U_zr, U, W_u)
+        return O[:, 1:]
+
+    @staticmethod
+    def backward(ctx, dO):
+        S, Z, R, St, RS, O, Actx, A, h, W_a, v_a, C, U_zr, U, W_u = ctx.saved_tensors
+        B, Ty, n = dO.shape
+        v = v_a.view(-1)
+        dkeys, dv = torch.zeros_like(ctx.P[0]), torch.zeros_like(v)
+        dX, Ga = dO.new_empty(B, Ty, 3 * n), torch.empty_like(Actx)
+        DQ, DPRE = dO.new_empty(B, Ty, W_a.size(0)), dO.new_empty(B, Ty, n)
+        g_s, g_o = torch.zeros_like(dO[:, 0]), torch.zeros_like(dO[:, 0])  # ∂L/∂s_t, ∂L/∂o_t from step t+1
+        for t in reversed(range(Ty)):
+            o = O[:, t + 1]
+            torch.mul(dO[:, t] + g_o, 1 - o * o, out=DPRE[:, t])  # through o_t = tanh(W_u [a_t; s_t])
+            d_as = DPRE[:, t] @ W_u
+            Ga[:, t], ds = d_as.split([Actx.size(2), n], dim=1)
+            DQ[:, t] = _attend_backward(Ga[:, t], ctx.P[t], A[:, t], h, v, dkeys, dv)
+            g = (g_s + ds).addmm_(DQ[:, t], W_a)
+            g_s = _gru_backward(g, S[:, t], Z[:, t], R[:, t], St[:, t], U_zr, U, dX[:, t])
+            if C is not None:
+                g_o = dX[:, t] @ C
+        S_new, S_prev = S[:, 1:].flatten(0, 1), S[:, :-1].flatten(0, 1)
+        dW_u = DPRE.flatten(0, 1).t() @ torch.cat([Actx, S[:, 1:]], dim=2).flatten(0, 1)
+        dW_a = DQ.flatten(0, 1).t() @ S_new
+        dU_zr = dX[..., n:].flatten(0, 1).t() @ S_prev
+        dU = dX[..., :n].flatten(0, 1).t() @ RS.flatten(0, 1)
+        dC = dX.flatten(0, 1).t() @ O[:, :-1].flatten(0, 1) if C is not None else None
+        dh = torch.bmm(A.transpose(1, 2), Ga)
+        return dX, g_s, dh, dkeys, None, dW_a, dv.view_as(v_a), dC, dU_zr, dU, dW_u
+
+
+def combined_output_recurrence(X, s0, cell, attention, W_u, h, keys, mask):
+    """The combined-output decoder (GRU, additive attention, with or without input feeding) under teacher
+    forcing. X (B, Ty, 3n): W E y_{t−1}, s0 (B, n) → o_1 … o_Ty (B, Ty, n)."""
+    C = cell.C.weight if cell.C is not None else None
+    return _CombinedOutputRecurrence.apply(X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight, C,
+                                           cell.U_zr.weight, cell.U.weight, W_u.weight)

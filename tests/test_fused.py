@@ -1,0 +1,146 @@
+"""The training paths with a hand-written backward pass (model/fused.py, the unpacked encoder GRU) against the
+plain autograd paths: the same log-probabilities (to 1e-5) and the same gradients, in float32 at sizes where
+rounding shows, and the hand-written backward against finite differences in float64."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rnnsearch.batching import make_batch
+from rnnsearch.model import build_model
+from rnnsearch.model.fused import combined_output_recurrence, deep_output_recurrence
+from rnnsearch.train import batch_nll
+from rnnsearch.vocab import EOS_ID
+
+SIZES = {"m": 24, "n": 32, "n_align": 20, "l": 16}
+FUSED = {  # every configuration a fused path covers
+    "rnnsearch": ("rnnsearch", {}),
+    "rnnencdec": ("rnnencdec", {}),
+    "joeynmt-like": ("luong", {"cell": "gru", "attention": "additive", "dropout": 0.0}),
+    "joeynmt-like, no input feeding": ("luong", {"cell": "gru", "attention": "additive", "dropout": 0.0,
+                                                 "input_feeding": False}),
+}
+
+
+def model_and_batch(arch, overrides, seed=0, dtype=torch.float32):
+    torch.manual_seed(seed)
+    model = build_model({"arch": arch, **SIZES, **overrides}, 41, 37).to(dtype).train()
+    with torch.no_grad():  # App. B.1 starts v_a at 0 (uniform attention): move every weight off its init
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    g = torch.Generator().manual_seed(seed)
+    lengths = (12, 1, 7, 12, 3)  # padding on both sides, a one-word sentence
+    src = [torch.randint(3, 41, (n,), generator=g).tolist() + [EOS_ID] for n in lengths]
+    tgt = [torch.randint(3, 37, (n,), generator=g).tolist() + [EOS_ID] for n in (9, 4, 13, 1, 6)]
+    return model, make_batch(src, tgt, list(range(len(src))))
+
+
+def run(model, batch, fused: bool):
+    model.encoder.fused = fused and model.cfg["cell"] == "gru"
+    model.decoder.fused = fused
+    model.zero_grad()
+    logits = model(batch.x, batch.lengths, batch.y_in)
+    logp = torch.log_softmax(logits, -1)
+    torch.nn.functional.nll_loss(logp.flatten(0, 1), batch.y_out.flatten(), ignore_index=0, reduction="sum").backward()
+    return logp.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("name", list(FUSED))
+def test_fused_path_gives_the_plain_paths_log_probabilities_and_gradients(name):
+    model, batch = model_and_batch(*FUSED[name])
+    assert model.decoder.fused and model.encoder.fused  # these configurations train on the fused path
+    logp_fused, grads_fused = run(model, batch, True)
+    logp_plain, grads_plain = run(model, batch, False)
+    real = (batch.y_out != 0).unsqueeze(2)
+    assert torch.allclose(logp_fused * real, logp_plain * real, rtol=0, atol=1e-5)
+    assert grads_fused.keys() == grads_plain.keys()
+    for k in grads_plain:
+        scale = grads_plain[k].abs().max().item()
+        assert scale > 0, k  # every parameter learns something in this batch
+        assert (grads_fused[k] - grads_plain[k]).abs().max().item() <= 1e-5 * max(scale, 1.0), k
+
+
+def test_presets_without_a_fused_path_train_on_the_plain_one():
+    lstm, _ = model_and_batch("luong", {})
+    assert not lstm.decoder.fused and not lstm.encoder.fused
+    mult, _ = model_and_batch("rnnsearch", {"attention": "multiplicative"})
+    assert not mult.decoder.fused and mult.encoder.fused
+    # combined output with dropout: the plain path while training, the fused one otherwise
+    drop, batch = model_and_batch("luong", {"cell": "gru", "attention": "additive", "dropout": 0.3})
+    assert drop.decoder.fused
+    drop.eval()
+    logp_fused, _ = run(drop, batch, True)
+    logp_plain, _ = run(drop, batch, False)
+    assert torch.allclose(logp_fused, logp_plain, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["rnnsearch", "rnnencdec", "joeynmt-like"])
+def test_hand_written_backward_matches_finite_differences(name):
+    """gradcheck of the recurrence alone, every input and weight, float64."""
+    model, batch = model_and_batch(*FUSED[name], dtype=torch.float64)
+    with torch.no_grad():
+        memory = model.encode(batch.x, batch.lengths)
+        X = model.decoder.cell.W(model.E(batch.y_in))
+    cell, att = model.decoder.cell, model.decoder.attention
+    n = model.cfg["n"]
+    leaves = {"X": X[:2, :5].clone(), "s0": memory.s0[:2, :n].clone()}
+    if att is not None:
+        leaves.update(h=memory.h[:2].clone(), keys=memory.keys[:2].clone())
+    for k, t in leaves.items():
+        t.requires_grad_()
+    mask = memory.mask[:2]
+    weights = list(model.decoder.parameters())
+
+    def f(*args):
+        kw = dict(zip(leaves, args))
+        if name == "rnnencdec":
+            return deep_output_recurrence(kw["X"], kw["s0"], cell)
+        if name == "rnnsearch":
+            return deep_output_recurrence(kw["X"], kw["s0"], cell, att, kw["h"], kw["keys"], mask)
+        return combined_output_recurrence(kw["X"], kw["s0"], cell, att, model.decoder.W_u, kw["h"], kw["keys"], mask)
+
+    assert torch.autograd.gradcheck(f, tuple(leaves.values()), eps=1e-6, atol=1e-6, rtol=1e-5)
+    # the weights: gradients of a scalar against central differences
+    out = f(*leaves.values())
+    probe = [torch.randn_like(o) for o in (out if isinstance(out, tuple) else (out,))]
+
+    def scalar():
+        o = f(*leaves.values())
+        return sum((a * b).sum() for a, b in zip(o if isinstance(o, tuple) else (o,), probe))
+
+    names = [k for k, p in model.decoder.named_parameters()]
+    grads = torch.autograd.grad(scalar(), weights, allow_unused=True)
+    checked = {k.split(".")[-2] for k, g in zip(names, grads) if g is not None}
+    expected = {"U_zr", "U"} | ({"C", "W_a", "v_a"} if name != "rnnencdec" else set()) | (
+        {"W_u"} if name == "joeynmt-like" else set())
+    assert checked == expected
+    for w, g in zip(weights, grads):
+        if g is None:
+            continue
+        flat = w.data.view(-1)
+        for i in torch.randperm(flat.numel(), generator=torch.Generator().manual_seed(0))[:5].tolist():
+            old = flat[i].item()
+            flat[i] = old + 1e-6
+            up = scalar().item()
+            flat[i] = old - 1e-6
+            down = scalar().item()
+            flat[i] = old
+            assert abs((up - down) / 2e-6 - g.view(-1)[i].item()) <= 1e-5 + 1e-4 * abs(g.view(-1)[i].item())
+
+
+def test_training_updates_are_the_same_on_both_paths():
+    """Three Adadelta updates of RNNsearch from the same start: the parameters agree to 1e-5."""
+    finals = []
+    for fused in (True, False):
+        model, batch = model_and_batch("rnnsearch", {})
+        model.encoder.fused = model.decoder.fused = fused
+        opt = torch.optim.Adadelta(model.parameters(), lr=1.0, rho=0.95, eps=1e-6)
+        for _ in range(3):
+            loss = batch_nll(model, batch)
+            opt.zero_grad()
+            (loss / 5).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        finals.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert (finals[0] - finals[1]).abs().max().item() <= 1e-5
