@@ -38,6 +38,7 @@ STAGES_HELP = {
     "bench-decode": "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
     "bench-train": "benchmark: training speed, utilisation and peak memory of one model size on random batches",
     "bench-scaling": "benchmark: training time and memory per update against sentence length (10-80 words)",
+    "bench-peer": "benchmark: training and fixed-length decoding side by side with JoeyNMT 2.3.0 (A, B, A, B)",
     "peer": "experiment: JoeyNMT 2.3.0 trained on our data for as long as peer.model trained, then decoded",
     "compare-peer": "experiment: sacreBLEU, chrF, training time and words/s of our models and the peer",
     "score-extra": "7. sacreBLEU and chrF of every model on the extra test sets (extra_tests)",
@@ -184,6 +185,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.choices["bench-train"]
     p.add_argument("--arch", default="rnnsearch", choices=["rnnsearch", "rnnencdec", "luong"])
     p.add_argument("--length", type=int, default=50, help="words per sentence, each side (</s> added)")
+
+    p = stage("bench-peer", params=False)
+    p.add_argument("--peer-script", default="../shared/bench/peer_joeynmt.sh", help="the peer benchmark's script")
+    p.add_argument("--peer-python", required=True, help="a Python with JoeyNMT 2.3.0 (../shared/bench/README.md)")
+    p.add_argument("--raw", default="../shared/data", help="the raw corpora prep_data.py reads")
+    p.add_argument("--datasets", nargs="+", default=["multi30k", "europarl"], choices=["multi30k", "europarl"])
+    p.add_argument("--updates", type=int, default=60, help="training updates per run, the first --warmup untimed")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=2, help="alternations peer, ours (A, B, A, B, …)")
+    p.add_argument("--decode", nargs="*", default=["greedy", "beam"], choices=["greedy", "beam"],
+                   help="fixed-length decodes (beam: 12)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--out", required=True)
+    p.add_argument("--md", required=True, help="the Markdown table")
+    p.add_argument("--peer-log", required=True, help="the output of the peer's runs")
 
     p = stage("score-extra", params=False)
     p.add_argument("--entry", nargs=4, action="append", required=True, metavar=("SET", "MODEL", "HYP", "REF"),
@@ -351,6 +368,11 @@ def run(args: argparse.Namespace) -> None:
 
         run_bench_scaling(args.archs, args.size, args.lengths, args.batch, args.steps, args.threads, args.device,
                           args.seed, args.out, args.figure)
+    elif stage == "bench-peer":
+        from .benchpeer import run_bench_peer
+
+        run_bench_peer(args.peer_script, args.peer_python, args.raw, args.datasets, args.updates, args.warmup,
+                       args.rounds, args.decode, args.threads, args.seed, args.out, args.md, args.peer_log)
     elif stage == "score-extra":
         from .score import run_extra_scores
 

@@ -43,6 +43,7 @@ STAGE_KEYS: dict[str, list[str]] = {
     "aer": ["aer.format", "aer.threshold", "decode.batch_size", "decode.device"],
     "report": ["seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "aer", "figures"],
     "bench-decode": ["decode"],
+    "bench-peer": ["peer.python"],
     "peer": ["seed", "peer", "vocab", "decode.beam", "train.threads", "data.src", "data.tgt"],
     "compare-peer": [],
     "score-extra": [],
@@ -71,9 +72,12 @@ STAGE_MODULES = {
     "figures": ["plots.py"],
     "aer": ["aer.py", "checkpoint.py", "presets.py", "model"],
     "report": ["report.py"],
-    "bench-decode": ["bench.py", "search.py", "checkpoint.py", "presets.py", "model"],
-    "bench-train": ["bench.py", "flops.py", "train.py", "batching.py", "presets.py", "model"],
-    "bench-scaling": ["bench.py", "flops.py", "train.py", "batching.py", "presets.py", "model"],
+    "bench-decode": ["bench.py", "cpu.py", "search.py", "checkpoint.py", "presets.py", "model"],
+    "bench-train": ["bench.py", "cpu.py", "flops.py", "train.py", "batching.py", "presets.py", "model"],
+    "bench-scaling": ["bench.py", "cpu.py", "flops.py", "train.py", "batching.py", "presets.py", "model"],
+    "bench-peer": ["benchpeer.py", "bench.py", "benchdata.py", "cpu.py", "flops.py", "train.py", "batching.py",
+                   "search.py", "vocab.py", "peer.py", "presets.py", "model"],
+    "bench": ["bench.py"],
     "peer": ["peer.py", "peer_joeynmt.py", "text.py"],
     "compare-peer": ["peer.py"],
     "score-extra": ["score.py"],
@@ -83,6 +87,7 @@ STAGE_MODULES = {
 # Rules whose stage has another name (the CLI uses hyphens; translate_extra runs `rnnsearch translate`).
 RULE_STAGE = {"download_archive": "download-archive", "tokenize_shard": "tokenize", "translate_extra": "translate",
               "score_extra": "score-extra", "bench_decode": "bench-decode", "bench_train": "bench-train", "bench_scaling": "bench-scaling",
+              "bench_peer": "bench-peer",
               "peer_joeynmt": "peer", "peer": "compare-peer", "data_report": "data-report", "bench_data": "bench-data"}
 
 

@@ -36,7 +36,7 @@ def max_lengths(lengths: torch.Tensor, a: float, b: int) -> torch.Tensor:
 
 @torch.no_grad()
 def greedy(model, x: torch.Tensor, lengths: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10,
-           forbid_unk: bool = False) -> list[Hypothesis]:
+           forbid_unk: bool = False, min_len: int = 0) -> list[Hypothesis]:
     memory = model.encode(x, lengths)
     B = x.size(0)
     limits = max_lengths(lengths, max_len_a, max_len_b).to(x.device)
@@ -46,7 +46,7 @@ def greedy(model, x: torch.Tensor, lengths: torch.Tensor, max_len_a: float = 1.5
     done = torch.zeros(B, dtype=torch.bool, device=x.device)
     for t in range(int(limits.max())):
         logits, s, alpha = model.step(y, s, memory)
-        logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits)
+        logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits, t + 1 < min_len)
         lp, y = logp.max(-1)
         scores += lp.masked_fill(done, 0.0)
         out.append(y)
@@ -63,11 +63,14 @@ def greedy(model, x: torch.Tensor, lengths: torch.Tensor, max_len_a: float = 1.5
     return hyps
 
 
-def _restrict(logp: torch.Tensor, forbid_unk: bool, must_end: torch.Tensor) -> torch.Tensor:
-    """Never emit <pad>; no [UNK] in the paper's No-UNK setting; only </s> once a row reaches its limit."""
+def _restrict(logp: torch.Tensor, forbid_unk: bool, must_end: torch.Tensor, too_short: bool = False) -> torch.Tensor:
+    """Never emit <pad>; no [UNK] in the paper's No-UNK setting; no </s> before `min_len` words (`too_short`);
+    only </s> once a row reaches its limit."""
     logp[:, PAD_ID] = float("-inf")
     if forbid_unk:
         logp[:, UNK_ID] = float("-inf")
+    if too_short:
+        logp[:, EOS_ID] = float("-inf")
     if bool(must_end.any()):
         eos = logp[:, EOS_ID].clone()
         logp[must_end] = float("-inf")
@@ -78,8 +81,10 @@ def _restrict(logp: torch.Tensor, forbid_unk: bool, must_end: torch.Tensor) -> t
 @torch.no_grad()
 def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_len_a: float = 1.5,
                 max_len_b: int = 10, forbid_unk: bool = False, length_norm: bool = True,
-                n_best: int = 1) -> list[list[Hypothesis]]:
-    """Returns, per sentence, its `n_best` finished hypotheses, best first."""
+                n_best: int = 1, min_len: int = 0) -> list[list[Hypothesis]]:
+    """Returns, per sentence, its `n_best` finished hypotheses, best first. No hypothesis ends before `min_len`
+    words (</s> included); with max_len_a = 0 and max_len_b = min_len every output has exactly that length (the
+    fixed-length decoding of the speed benchmark)."""
     B, K, dev = x.size(0), beam, x.device
     memory = model.encode(x, lengths).index_select(torch.arange(B, device=dev).repeat_interleave(K))
     limits = max_lengths(lengths, max_len_a, max_len_b).to(dev).repeat_interleave(K)  # (B*K,)
@@ -94,13 +99,16 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
     slot = torch.arange(K, device=dev).unsqueeze(0)  # (1, K)
     for t in range(int(limits.max())):
         logits, s, alpha = model.step(y, s, memory)
-        logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits)  # (B*K, V)
-        V = logp.size(1)
-        cand = (scores.view(-1, 1) + logp).view(B, K * V)
+        logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits, t + 1 < min_len)  # (B*K, V)
+        # the K best continuations of a sentence are among the K best words of each of its hypotheses: take
+        # those first (K of V per row), then the best K of the K·K candidates
+        k1 = min(K, logp.size(1))
+        row_lp, row_word = logp.topk(k1, dim=1)  # (B*K, k1)
+        cand = (scores.view(-1, 1) + row_lp).view(B, K * k1)
         top, idx = cand.topk(K, dim=1)  # (B, K), sorted best first
         live = (slot < (K - n_finished).unsqueeze(1)) & torch.isfinite(top)  # the beam narrows as hyps finish
-        origin = (idx // V + torch.arange(B, device=dev).unsqueeze(1) * K).view(-1)  # (B*K,) parent rows
-        word = idx % V  # (B, K)
+        origin = (idx // k1 + torch.arange(B, device=dev).unsqueeze(1) * K).view(-1)  # (B*K,) parent rows
+        word = row_word.view(B, K * k1).gather(1, idx)  # (B, K)
         history = torch.cat([history[origin], word.view(-1, 1)], dim=1)
         if alpha is not None:
             step_alpha = alpha[origin].unsqueeze(1)  # (B*K, 1, Tx)
@@ -121,15 +129,16 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
 
 
 def translate_ids(model, src_ids: list[list[int]], beam: int, batch_size: int, max_len_a: float, max_len_b: int,
-                  forbid_unk: bool = False, length_norm: bool = True, device="cpu", progress=None) -> list[Hypothesis]:
+                  forbid_unk: bool = False, length_norm: bool = True, device="cpu", progress=None,
+                  min_len: int = 0) -> list[Hypothesis]:
     """Best hypothesis for each source sentence (id lists ending in </s>), in input order."""
     return [h[0] for h in translate_nbest(model, src_ids, beam, batch_size, max_len_a, max_len_b, forbid_unk,
-                                          length_norm, device, progress)]
+                                          length_norm, device, progress, min_len=min_len)]
 
 
 def translate_nbest(model, src_ids: list[list[int]], beam: int, batch_size: int, max_len_a: float, max_len_b: int,
                     forbid_unk: bool = False, length_norm: bool = True, device="cpu", progress=None,
-                    n_best: int = 1) -> list[list[Hypothesis]]:
+                    n_best: int = 1, min_len: int = 0) -> list[list[Hypothesis]]:
     """The `n_best` (≤ beam) best finished hypotheses of each source sentence, best first, in input order.
 
     Sentences are decoded in length-sorted batches; the result does not depend on the batch composition
@@ -144,9 +153,10 @@ def translate_nbest(model, src_ids: list[list[int]], beam: int, batch_size: int,
         x = pad([src_ids[i] for i in idx]).to(device)
         lengths = torch.tensor([len(src_ids[i]) for i in idx])
         if beam == 1:
-            found = [[h] for h in greedy(model, x, lengths, max_len_a, max_len_b, forbid_unk)]
+            found = [[h] for h in greedy(model, x, lengths, max_len_a, max_len_b, forbid_unk, min_len)]
         else:
-            found = beam_search(model, x, lengths, beam, max_len_a, max_len_b, forbid_unk, length_norm, n_best)
+            found = beam_search(model, x, lengths, beam, max_len_a, max_len_b, forbid_unk, length_norm, n_best,
+                                min_len)
         for i, hyps in zip(idx, found):
             result[i] = hyps
         if progress is not None:

@@ -48,6 +48,7 @@ rule bench_train:
 # Real text for the data benchmark: the project's development data beside the checkout when it is there (Europarl v7
 # and Multi30k raw; a Moses-tokenized Europarl sample for the LIUM path), else the embedded corpus.
 SHARED_DATA = "../shared/data"
+PEER_BENCH = "../shared/bench"
 if os.path.exists(f"{SHARED_DATA}/PROVENANCE.md"):
     BENCH_RAW = [(lang, f"{SHARED_DATA}/{f}.{lang}") for f in ("europarl_v7_samples/cs124sampleB", "multi30k_enfr/train")
                  for lang in ("en", "fr")]
@@ -93,3 +94,27 @@ rule bench_scaling:
     shell:
         "rnnsearch bench-scaling --size bench --batch 80 --steps 2 --lengths 10 20 40 60 80"
         " --threads {threads} --out {output.json} --figure {output.png} --log {log}"
+
+
+rule bench_peer:
+    """Training and fixed-length decoding side by side with JoeyNMT 2.3.0 (../shared/bench), alternating A, B, A, B
+    on Multi30k and Europarl ≤50: `snakemake --cores 2 bench_peer` (about 40 minutes on 2 cores). Needs peer.python
+    (JoeyNMT installed as ../shared/bench/README.md says) and ../shared/data."""
+    input:
+        script=f"{PEER_BENCH}/peer_joeynmt.sh",
+        code=stage_code("bench-peer"),
+    output:
+        json="results/bench/peer.json",
+        md="results/bench/peer.md",
+    params:
+        python=config["peer"]["python"],
+        raw=SHARED_DATA,
+    threads: 256  # all of --cores, for both sides
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        ours="results/logs/bench_peer.log",
+        peer="results/logs/bench_peer_joeynmt.log",
+    shell:
+        "rnnsearch bench-peer --peer-script {input.script} --raw {params.raw} --peer-python {params.python}"
+        " --threads {threads} --out {output.json} --md {output.md} --log {log.ours} --peer-log {log.peer}"
