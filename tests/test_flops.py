@@ -3,6 +3,9 @@ ablation, so utilisation figures rest on a count that can fail."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -65,3 +68,27 @@ def test_length_scaling_benchmark_writes_points_fit_and_figure(tmp_path):
     assert [(p["arch"], p["length"]) for p in r["runs"]] == [(a, n) for a in ("rnnsearch", "rnnencdec") for n in (4, 8, 12)]
     assert all(p["seconds_per_update"] > 0 and p["peak_rss_mb"] > 0 for p in r["runs"])
     assert set(r["quadratic_fit"]) == {"rnnsearch", "rnnencdec"} and (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_the_summary_table_reads_every_benchmark_of_the_run(tmp_path):
+    from rnnsearch.bench import run_bench_scaling, run_bench_summary, run_bench_train
+
+    train = []
+    for arch in ("rnnsearch", "rnnencdec"):
+        train.append(str(tmp_path / f"{arch}.json"))
+        run_bench_train(arch, "bench", 2, 4, 1, 1, "cpu", 1, train[-1], gemm=False)
+    # utilisation needs a GEMM rate: give the files one, as a run with gemm=True writes it
+    for p in train:
+        r = json.loads(Path(p).read_text())
+        r.update(gemm_peak_gflops=100.0, utilisation=r["gflops_per_s"] / 100.0)
+        Path(p).write_text(json.dumps(r))
+    run_bench_scaling(["rnnsearch", "rnnencdec"], "bench", [4, 8, 12], 2, 1, 1, "cpu", 1, str(tmp_path / "s.json"),
+                      str(tmp_path / "s.png"))
+    (tmp_path / "peer.md").write_text("# Side by side with JoeyNMT\n\n| a | b |\n")
+    text = run_bench_summary(train, str(tmp_path / "s.json"), str(tmp_path / "peer.md"), str(tmp_path / "summary.md"))
+    assert text == (tmp_path / "summary.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith(("| rnnsearch | bench", "| rnnencdec | bench"))]
+    assert len(rows) == 2 and "| 2 × 4 |" in rows[0]
+    assert [line.split(" |")[0] for line in text.splitlines() if line.startswith(("| 4 ", "| 8 ", "| 12 "))] == \
+        ["| 4", "| 8", "| 12"]
+    assert "## Side by side with JoeyNMT" in text and "rnnencdec: t(L) ≈" in text

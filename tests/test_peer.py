@@ -76,3 +76,38 @@ def test_joeynmt_trains_for_our_training_time_on_our_data(tmp_path):
     table = json.loads((ws / "results/peer/comparison.json").read_text())
     assert [r["system"] for r in table["systems"]] == ["rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50",
                                                        "JoeyNMT-2.3.0"]
+
+
+def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
+    """bench-peer at its smallest: one round on Multi30k, 12 updates (2 timed), greedy fixed-length decoding."""
+    from rnnsearch.benchpeer import run_bench_peer
+
+    python = yaml.safe_load((REPO / "params.yaml").read_text())["peer"]["python"]
+    try:
+        check_peer_python(python)
+    except InputError as e:
+        pytest.skip(str(e))
+    shared = REPO.parent / "shared"
+    if not (shared / "bench" / "peer_joeynmt.sh").exists() or not (shared / "data" / "PROVENANCE.md").exists():
+        pytest.skip("../shared/bench or ../shared/data not found")
+    r = run_bench_peer(str(shared / "bench" / "peer_joeynmt.sh"), python, str(shared / "data"), ["multi30k"], 12, 10,
+                       1, ["greedy"], 2, 42, str(tmp_path / "peer.json"), str(tmp_path / "peer.md"),
+                       str(tmp_path / "peer.log"))
+    ds = r["datasets"]["multi30k"]
+    assert ds["fixed_length"] == 15  # the peer benchmark's N for Multi30k (README: 15)
+    peer = ds["peer"][0]
+    assert peer["data_checksums_match"] and peer["train"]["timed_updates"] == 2
+    assert peer["decode_greedy_fixed"]["mean_out_len"] == 15
+    assert [(o["model"], o["batching"], o["timed_updates"]) for o in ds["ours_train"]] == [
+        ("closest", "sorted", 2), ("closest", "random", 2), ("rnnsearch", "sorted", 2)]
+    s = ds["summary"]
+    # the closest model is the peer's size: the same FLOPs per target token to within 1 % (8,003 vs 8,004 words)
+    assert abs(s["closest_random"]["gflop_per_target_token"] / s["peer"]["gflop_per_target_token"] - 1) < 0.01
+    assert s["closest_sorted"]["target_padding_efficiency"] > s["closest_random"]["target_padding_efficiency"]
+    assert 0 < s["closest_sorted"]["utilisation"] < 1 and 0 < s["peer"]["utilisation"] < 1
+    ratio = s["ratios_ours_over_peer"]["train_target_tokens_per_s (closest, our batching)"]
+    assert ratio == round(s["closest_sorted"]["target_tokens_per_s"] / s["peer"]["target_tokens_per_s"], 2)
+    assert all(o["fixed_length"] == 15 and o["sentences"] == 1000 for o in ds["ours_decode"])
+    md = (tmp_path / "peer.md").read_text()
+    assert "| ours, closest, peer's random batches |" in md and "greedy_fixed_sentences_per_s (closest)" in md
+    assert json.loads((tmp_path / "peer.json").read_text())["gemm_peak_gflops"] == r["gemm_peak_gflops"] > 0

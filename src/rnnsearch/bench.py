@@ -208,3 +208,46 @@ def _scaling_figure(runs: list[dict], archs: list[str], size: str, batch: int, p
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
+
+
+def run_bench_summary(train: list[str], scaling: str, peer_md: str | None, out: str) -> str:
+    """results/bench/summary.md: the training benchmarks at fixed size, the length scaling and the side-by-side
+    table with JoeyNMT, from the JSON files of one `snakemake bench` run."""
+    import json
+    from pathlib import Path
+
+    from .textio import atomic_path
+
+    runs = [json.loads(Path(p).read_text()) for p in train]
+    m = runs[0]["machine"]
+    lines = ["# Benchmarks", "", f"Machine: {m['processor']}, {m['cpus']} CPUs, torch {m['torch']}. Every figure below "
+             "was measured by `snakemake bench` in one run; utilisation is the model's closed-form training FLOP/s "
+             "(rnnsearch.flops) over the best fp32 2048³ GEMM measured in the same process.", "",
+             "## Training at a fixed size (random word ids, no padding)", "",
+             "| model | size | batch × words | s / update | src+tgt words/s | target words/s | MFLOP / target word "
+             "| GFLOP/s | GEMM peak | utilisation | peak RSS GB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r['arch']} | {r['size']} | {r['batch']} × {r['length']} | {r['seconds_per_update']:.2f} | "
+                     f"{r['words_per_s']:,.0f} | {r['target_words_per_s']:,.0f} | {r['mflop_per_target_word']:.1f} | "
+                     f"{r['gflops_per_s']:.1f} | {r['gemm_peak_gflops']} | {r['utilisation']:.1%} | "
+                     f"{r['peak_rss_mb'] / 1024:.1f} |")
+    s = json.loads(Path(scaling).read_text())
+    archs = sorted({r["arch"] for r in s["runs"]})
+    lengths = sorted({r["length"] for r in s["runs"]})
+    lines += ["", f"## Time and memory per update against sentence length ({s['size']} size, batch {s['batch']}; "
+              "figure: scaling.png)", "", "| words | " + " | ".join(f"{a} s / update | {a} peak RSS GB" for a in archs)
+              + " |", "|---|" + "---|---|" * len(archs)]
+    for n in lengths:
+        cells = []
+        for a in archs:
+            r = next(r for r in s["runs"] if r["arch"] == a and r["length"] == n)
+            cells.append(f"{r['seconds_per_update']:.2f} | {r['peak_rss_mb'] / 1024:.1f}")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    for a, fit in s["quadratic_fit"].items():
+        lines.append(f"\n{a}: t(L) ≈ {fit['t0_s']} + {fit['t1_s_per_word']}·L + {fit['t2_s_per_word2']}·L² s")
+    if peer_md:
+        lines += ["", Path(peer_md).read_text(encoding="utf-8").replace("# Side by side", "## Side by side", 1)]
+    text = "\n".join(lines) + "\n"
+    with atomic_path(out) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
+    return text

@@ -38,6 +38,7 @@ STAGES_HELP = {
     "bench-decode": "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
     "bench-train": "benchmark: training speed, utilisation and peak memory of one model size on random batches",
     "bench-scaling": "benchmark: training time and memory per update against sentence length (10-80 words)",
+    "bench": "benchmark: the summary table of one `snakemake bench` run (training, scaling, JoeyNMT side by side)",
     "bench-peer": "benchmark: training and fixed-length decoding side by side with JoeyNMT 2.3.0 (A, B, A, B)",
     "peer": "experiment: JoeyNMT 2.3.0 trained on our data for as long as peer.model trained, then decoded",
     "compare-peer": "experiment: sacreBLEU, chrF, training time and words/s of our models and the peer",
@@ -185,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.choices["bench-train"]
     p.add_argument("--arch", default="rnnsearch", choices=["rnnsearch", "rnnencdec", "luong"])
     p.add_argument("--length", type=int, default=50, help="words per sentence, each side (</s> added)")
+
+    p = stage("bench", params=False)
+    p.add_argument("--train", nargs="+", required=True, help="bench-train JSON files")
+    p.add_argument("--scaling", required=True, help="the bench-scaling JSON")
+    p.add_argument("--peer", help="the bench-peer Markdown table")
+    p.add_argument("--out", required=True)
 
     p = stage("bench-peer", params=False)
     p.add_argument("--peer-script", default="../shared/bench/peer_joeynmt.sh", help="the peer benchmark's script")
@@ -368,6 +375,10 @@ def run(args: argparse.Namespace) -> None:
 
         run_bench_scaling(args.archs, args.size, args.lengths, args.batch, args.steps, args.threads, args.device,
                           args.seed, args.out, args.figure)
+    elif stage == "bench":
+        from .bench import run_bench_summary
+
+        run_bench_summary(args.train, args.scaling, args.peer, args.out)
     elif stage == "bench-peer":
         from .benchpeer import run_bench_peer
 

@@ -118,3 +118,24 @@ rule bench_peer:
     shell:
         "rnnsearch bench-peer --peer-script {input.script} --raw {params.raw} --peer-python {params.python}"
         " --threads {threads} --out {output.json} --md {output.md} --log {log.ours} --peer-log {log.peer}"
+
+
+rule bench:
+    """Every speed and memory benchmark of the model in one run, and results/bench/summary.md:
+    `snakemake --cores 2 bench` (about an hour on 2 cores; the peer comparison only where ../shared/bench is)."""
+    input:
+        train=expand("results/bench/train_{size}_{arch}.json", size=["bench", "paper"], arch=["rnnsearch", "rnnencdec"]),
+        scaling=rules.bench_scaling.output.json,
+        peer=rules.bench_peer.output.md if os.path.exists(f"{PEER_BENCH}/peer_joeynmt.sh") else [],
+        code=stage_code("bench"),
+    output:
+        "results/bench/summary.md",
+    params:
+        peer=lambda wc, input: f"--peer {input.peer}" if input.peer else "",
+    localrule: True
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/bench.log",
+    shell:
+        "rnnsearch bench --train {input.train} --scaling {input.scaling} {params.peer} --out {output} --log {log}"

@@ -25,7 +25,7 @@ import torch
 # ------------------------------------------------------------------------------------------- the two pieces
 def _attend(q_proj: torch.Tensor, keys: torch.Tensor, v: torch.Tensor, h: torch.Tensor, masked: torch.Tensor):
     """Additive attention from W_a q: p = tanh(W_a q + U_a h_j) (B, Tx, n'), α (B, Tx), c (B, ctx)."""
-    p = torch.tanh(keys + q_proj.unsqueeze(1))  # (B, Tx, n')
+    p = torch.add(keys, q_proj.unsqueeze(1)).tanh_()  # (B, Tx, n')
     e = torch.matmul(p, v).masked_fill_(masked, float("-inf"))  # (B, Tx)
     alpha = torch.softmax(e, dim=1)
     c = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)  # (B, ctx)
@@ -38,7 +38,7 @@ def _attend_backward(gc: torch.Tensor, p: torch.Tensor, alpha: torch.Tensor, h: 
     dalpha = torch.bmm(h, gc.unsqueeze(2)).squeeze(2)  # (B, Tx): h_j · ∂L/∂c
     de = alpha * (dalpha - (alpha * dalpha).sum(1, keepdim=True))  # softmax backward; 0 on padding (α = 0)
     dv.addmv_(p.flatten(0, 1).t(), de.flatten())  # Σ_bj de_bj p_bj
-    dp = (p * p).neg_().add_(1).mul_(de.unsqueeze(2)).mul_(v)  # (1 − p²) ∘ de v_aᵀ
+    dp = torch.ops.aten.tanh_backward(de.unsqueeze(2) * v, p)  # (1 − p²) ∘ de v_aᵀ
     dkeys.add_(dp)
     return dp.sum(1)
 
