@@ -246,7 +246,8 @@ def run_bench_summary(train: list[str], scaling: str, peer_md: str | None, out: 
     for a, fit in s["quadratic_fit"].items():
         lines.append(f"\n{a}: t(L) ≈ {fit['t0_s']} + {fit['t1_s_per_word']}·L + {fit['t2_s_per_word2']}·L² s")
     if peer_md:
-        lines += ["", Path(peer_md).read_text(encoding="utf-8").replace("# Side by side", "## Side by side", 1)]
+        peer = Path(peer_md).read_text(encoding="utf-8").splitlines()
+        lines += [""] + [f"#{line}" if line.startswith("#") else line for line in peer]  # one heading level down
     text = "\n".join(lines) + "\n"
     with atomic_path(out) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")

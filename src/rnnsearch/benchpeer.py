@@ -186,7 +186,8 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
     script, raw = str(Path(script).resolve()), str(Path(raw).resolve())
     if warmup != 10:
         raise InputError("--warmup: the peer script leaves its first 10 updates untimed; use 10 for both")
-    results = {"benchmark": "peer", "peer": f"JoeyNMT {versions} via {script}", "machine": machine(),
+    joeynmt, torch_version = (versions.split() + ["?"])[:2]
+    results = {"benchmark": "peer", "peer": f"JoeyNMT {joeynmt} (torch {torch_version}) via {script}", "machine": machine(),
                "threads": threads, "updates": updates, "warmup_updates": warmup, "rounds": rounds,
                "closest": {"arch": CLOSEST[0], **CLOSEST[1]}, "sizes": SIZES, "datasets": {}}
     with tempfile.TemporaryDirectory(prefix="rnnsearch-bench-peer-") as tmp:
