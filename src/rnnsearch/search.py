@@ -55,11 +55,11 @@ def greedy(model, x: torch.Tensor, lengths: torch.Tensor, max_len_a: float = 1.5
         if bool(done.all()):
             break
     toks = torch.stack(out, 1).tolist()
+    A = torch.stack(alphas, 1) if alphas[0] is not None else None  # (B, Ty, Tx)
     hyps = []
-    for b in range(B):
-        n = toks[b].index(EOS_ID) + 1 if EOS_ID in toks[b] else len(toks[b])
-        al = torch.stack([a[b, : lengths[b]] for a in alphas[:n]]) if alphas[0] is not None else None
-        hyps.append(Hypothesis(toks[b][:n], float(scores[b]), al))
+    for b, (row, score, Tx) in enumerate(zip(toks, scores.tolist(), lengths.tolist())):
+        n = row.index(EOS_ID) + 1 if EOS_ID in row else len(row)
+        hyps.append(Hypothesis(row[:n], score, A[b, :n, :Tx] if A is not None else None))
     return hyps
 
 
@@ -97,6 +97,7 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     n_finished = torch.zeros(B, dtype=torch.long, device=dev)
     slot = torch.arange(K, device=dev).unsqueeze(0)  # (1, K)
+    src_len = lengths.tolist()
     for t in range(int(limits.max())):
         logits, s, alpha = model.step(y, s, memory)
         logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits, t + 1 < min_len)  # (B*K, V)
@@ -115,10 +116,14 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
             alpha_hist = step_alpha if alpha_hist is None else torch.cat([alpha_hist[origin], step_alpha], 1)
         s = s[origin]
         ended = live & (word == EOS_ID)
-        for b, k in ended.nonzero().tolist():
-            row = b * K + k
-            alpha_b = alpha_hist[row, :, : lengths[b]].cpu() if alpha_hist is not None else None  # (Ty, Tx_b)
-            finished[b].append(Hypothesis(history[row].tolist(), float(top[b, k]), alpha_b))
+        if bool(ended.any()):  # copied out with one indexing per tensor, then split per hypothesis
+            where = ended.nonzero()  # (E, 2): sentence, slot
+            rows = where[:, 0] * K + where[:, 1]
+            tokens, ended_scores = history[rows].tolist(), top[ended].tolist()
+            ended_alpha = alpha_hist[rows].cpu() if alpha_hist is not None else None  # (E, Ty, Tx)
+            for j, (b, _) in enumerate(where.tolist()):
+                alpha_b = ended_alpha[j, :, : src_len[b]] if ended_alpha is not None else None  # (Ty, Tx_b)
+                finished[b].append(Hypothesis(tokens[j], ended_scores[j], alpha_b))
         n_finished += ended.sum(1)
         scores = top.masked_fill(~live | ended, float("-inf"))
         y = word.view(-1)
