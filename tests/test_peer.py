@@ -50,12 +50,18 @@ def test_a_python_without_joeynmt_is_named(tmp_path):
         check_peer_python(sys.executable)
 
 
-def test_joeynmt_trains_for_our_training_time_on_our_data(tmp_path):
+def peer_python_or_skip() -> str:
+    """params.yaml's peer.python when it has JoeyNMT 2.3.0 (.ci/run installs it), else the test is skipped."""
     python = yaml.safe_load((REPO / "params.yaml").read_text())["peer"]["python"]
     try:
         check_peer_python(python)
     except InputError as e:
         pytest.skip(str(e))
+    return python
+
+
+def test_joeynmt_trains_for_our_training_time_on_our_data(tmp_path):
+    python = peer_python_or_skip()
     if not (REPO.parent / "shared" / "bench" / "joeynmt_rnnsearch.yaml").exists():
         pytest.skip("../shared/bench/joeynmt_rnnsearch.yaml not found")
     ws = repo_copy(tmp_path, {"models": {"rnnsearch-50": {"max_updates": 60}}})
@@ -82,11 +88,7 @@ def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
     """bench-peer at its smallest: one round on Multi30k, 12 updates (2 timed), greedy fixed-length decoding."""
     from rnnsearch.benchpeer import run_bench_peer
 
-    python = yaml.safe_load((REPO / "params.yaml").read_text())["peer"]["python"]
-    try:
-        check_peer_python(python)
-    except InputError as e:
-        pytest.skip(str(e))
+    python = peer_python_or_skip()
     shared = REPO.parent / "shared"
     if not (shared / "bench" / "peer_joeynmt.sh").exists() or not (shared / "data" / "PROVENANCE.md").exists():
         pytest.skip("../shared/bench or ../shared/data not found")
