@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -34,7 +35,7 @@ import torch
 
 from .bench import TRAIN_SIZES, gemm_peak_gflops, machine
 from .benchdata import in_fresh_process, peak_rss_mb
-from .textio import InputError, atomic_path, write_json_atomic
+from .textio import InputError, atomic_path, read_lines, write_json_atomic
 
 log = logging.getLogger("rnnsearch.bench")
 
@@ -44,14 +45,15 @@ log = logging.getLogger("rnnsearch.bench")
 CLOSEST = ("luong", {"cell": "gru", "attention": "additive", "dropout": 0.0})
 MODELS = {"closest": CLOSEST, "rnnsearch": ("rnnsearch", {})}
 SIZES = TRAIN_SIZES["bench"]  # embeddings 256, hidden 512, alignment 512, maxout 256, 8000 words per side
-DEV_SPLIT = {"multi30k": "val", "europarl": "dev"}
 
 
-def _vocab(path: str):
+def _shortlist_and_ids(path: str):
+    """The 8,000 most frequent words of a training file (the peer's voc_limit) and its sentences as ids."""
     from .vocab import build_vocab
 
-    with open(path, encoding="utf-8") as f:
-        return build_vocab(Counter(w for line in f for w in line.split()), SIZES["vocab"])
+    sentences = [line.split() for line in read_lines(path)]
+    vocab = build_vocab(Counter(w for words in sentences for w in words), SIZES["vocab"])
+    return vocab, [vocab.encode(words) for words in sentences]
 
 
 def _model(name: str, K_src: int, K_tgt: int):
@@ -64,14 +66,14 @@ def _model(name: str, K_src: int, K_tgt: int):
 
 def fixed_length(test_tgt: str) -> int:
     """N of the fixed-length decodes: the mean reference length with </s>, rounded (the peer script's rule)."""
-    with open(test_tgt, encoding="utf-8") as f:
-        lengths = [len(line.split()) + 1 for line in f]
+    lengths = [len(line.split()) + 1 for line in read_lines(test_tgt)]
     return int(sum(lengths) / len(lengths) + 0.5)
 
 
 def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates: int, warmup: int, threads: int,
                seed: int, save: str) -> dict:
-    """Train `name` for `updates` updates on data/train.{src,tgt}; time the updates after `warmup`; save weights."""
+    """Train `name` for `updates` updates on data/train.{src,tgt}; time the updates after `warmup`; save the
+    weights to `save` and the shortlists beside them (`save`.{src,tgt}.tsv) for `decode_ours`."""
     from .batching import PaperBatches
     from .cpu import keep_freed_memory
     from .flops import train_flops
@@ -81,11 +83,8 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     gemm = [gemm_peak_gflops(threads)]
-    sv, tv = _vocab(f"{data}/train.{src}"), _vocab(f"{data}/train.{tgt}")
-    with open(f"{data}/train.{src}", encoding="utf-8") as f:
-        S = [sv.encode(line.split()) for line in f]
-    with open(f"{data}/train.{tgt}", encoding="utf-8") as f:
-        T = [tv.encode(line.split()) for line in f]
+    sv, S = _shortlist_and_ids(f"{data}/train.{src}")
+    tv, T = _shortlist_and_ids(f"{data}/train.{tgt}")
     model = _model(name, len(sv), len(tv)).train()
     optimizer = make_optimizer(model.parameters(), {"optimizer": "adam", "lr": 1e-3})  # the peer config's
     batches = iter(PaperBatches(S, T, 80, 20 if batching == "sorted" else 1, seed))
@@ -102,13 +101,14 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
         optimizer.step()
         if step >= warmup:
             ty = [len(T[i]) for i in b.index]
-            counts.update(sentences=len(ty), target=sum(ty), source=b.source_words, target_positions=len(ty) * max(ty),
-                          source_positions=len(ty) * int(b.lengths.max()))
+            counts.update(sentences=len(ty), target=sum(ty), source=b.source_words, target_positions=len(ty) * max(ty))
             useful += sum(train_flops(model.cfg, len(tv), len(S[i]), len(T[i])) for i in b.index)
             executed += len(ty) * train_flops(model.cfg, len(tv), int(b.lengths.max()), max(ty))
     seconds = time.perf_counter() - start
     gemm.append(gemm_peak_gflops(threads))
     torch.save(model.state_dict(), save)
+    sv.save(f"{save}.{src}.tsv")
+    tv.save(f"{save}.{tgt}.tsv")
     return {"model": name, "batching": batching, "updates": updates, "warmup_updates": warmup,
             "timed_updates": updates - warmup, "timed_seconds": round(seconds, 2),
             "seconds_per_update": round(seconds / (updates - warmup), 3),
@@ -129,15 +129,15 @@ def decode_ours(name: str, data: str, src: str, tgt: str, weights: str, beam: in
     """Decode data/test.{src} with every output exactly `fixed` long, batches of 80 (sorted by length, as ours are)."""
     from .cpu import keep_freed_memory
     from .search import translate_ids
+    from .vocab import Vocab
 
     keep_freed_memory()
     torch.set_num_threads(threads)
-    sv, tv = _vocab(f"{data}/train.{src}"), _vocab(f"{data}/train.{tgt}")
+    sv, tv = Vocab.load(f"{weights}.{src}.tsv"), Vocab.load(f"{weights}.{tgt}.tsv")  # written by train_ours
     model = _model(name, len(sv), len(tv))
     model.load_state_dict(torch.load(weights))
     model.eval()
-    with open(f"{data}/test.{src}", encoding="utf-8") as f:
-        test = [sv.encode(line.split()) for line in f]
+    test = [sv.encode(line.split()) for line in read_lines(f"{data}/test.{src}")]
     opts = dict(beam=beam, batch_size=80, max_len_a=0.0, max_len_b=fixed, min_len=fixed)
     translate_ids(model, test[:80], **opts)  # warm-up: allocator, thread pool
     start = time.perf_counter()
@@ -168,11 +168,9 @@ def run_peer_script(script: str, python: str, dataset: str, phases: str, updates
 
 
 def _median(xs):
-    xs = sorted(x for x in xs if x is not None)
-    if not xs:
-        return None
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    """The median of the values that are there (None for none)."""
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
 
 
 def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str], updates: int, warmup: int,
