@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rnnsearch.batching import pad
+from rnnsearch.model import packing
 from rnnsearch.search import beam_search, greedy, translate_ids
 from rnnsearch.vocab import EOS_ID, UNK_ID
 
@@ -119,3 +120,24 @@ def test_results_do_not_depend_on_batch_size_or_order():
     assert [h.tokens for h in rev] == [h.tokens for h in ref]
     for h, s in zip(ref, src):
         assert h.alpha.shape == (len(h.tokens), len(s))
+
+
+@pytest.mark.skipif(not packing.MKL_PACKING, reason="this PyTorch build has no MKL packed GEMM")
+@pytest.mark.parametrize("arch", ["rnnsearch", "luong"])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_prepacked_decoder_weights_give_the_same_translations(arch, beam, monkeypatch):
+    model = tiny(arch, seed=5)
+    src, _, _ = inputs(2, lengths=(5, 2, 8, 3))
+    packed_layers = []
+    real = packing._packed_forward
+    monkeypatch.setattr(packing, "_packed_forward", lambda layer, rows: packed_layers.append(layer) or real(layer, rows))
+    packed = translate_ids(model, src, beam, batch_size=2, max_len_a=1.5, max_len_b=5)
+    n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.decoder.modules())
+    assert len(packed_layers) == n_linear  # every decoder layer, once per call
+    assert not any("forward" in vars(m) for m in model.modules())  # the plain layers are back
+    monkeypatch.setattr(packing, "MKL_PACKING", False)
+    plain = translate_ids(model, src, beam, batch_size=2, max_len_a=1.5, max_len_b=5)
+    assert [h.tokens for h in packed] == [h.tokens for h in plain]
+    for hp, hq in zip(packed, plain):
+        assert hp.score == pytest.approx(hq.score, abs=1e-6)
+        assert torch.allclose(hp.alpha, hq.alpha, atol=1e-6)

@@ -5,7 +5,8 @@ Beam search follows GroundHog: every sentence starts with `beam` live hypotheses
 </s> moves to the finished list and the sentence's beam narrows by one, until it is exhausted or the maximum
 length is reached. The best finished hypothesis wins, by log-probability or, with `length_norm`, by
 log-probability per word. All sentences of a batch and all their hypotheses advance in one tensor operation
-per step; only finished hypotheses are copied out in Python.
+per step; only finished hypotheses are copied out in Python, and a sentence whose beam is exhausted leaves
+the batch, so the remaining steps compute only the sentences still searched.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 from torch.nn import functional as F
 
 from .batching import pad
+from .model.packing import prepacked
 from .vocab import EOS_ID, PAD_ID, UNK_ID
 
 
@@ -46,9 +48,9 @@ def greedy(model, x: torch.Tensor, lengths: torch.Tensor, max_len_a: float = 1.5
     done = torch.zeros(B, dtype=torch.bool, device=x.device)
     for t in range(int(limits.max())):
         logits, s, alpha = model.step(y, s, memory)
-        logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits, t + 1 < min_len)
-        lp, y = logp.max(-1)
-        scores += lp.masked_fill(done, 0.0)
+        log_z = torch.logsumexp(logits, -1)  # log p(y) = logit_y − log Σ exp(logits); the argmax needs no more
+        best, y = _restrict(logits, forbid_unk, t + 1 >= limits, t + 1 < min_len).max(-1)
+        scores += (best - log_z).masked_fill(done, 0.0)
         out.append(y)
         alphas.append(alpha)
         done |= y == EOS_ID
@@ -65,7 +67,7 @@ def greedy(model, x: torch.Tensor, lengths: torch.Tensor, max_len_a: float = 1.5
 
 def _restrict(logp: torch.Tensor, forbid_unk: bool, must_end: torch.Tensor, too_short: bool = False) -> torch.Tensor:
     """Never emit <pad>; no [UNK] in the paper's No-UNK setting; no </s> before `min_len` words (`too_short`);
-    only </s> once a row reaches its limit."""
+    only </s> once a row reaches its limit. In place, on log-probabilities or logits."""
     logp[:, PAD_ID] = float("-inf")
     if forbid_unk:
         logp[:, UNK_ID] = float("-inf")
@@ -98,6 +100,7 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
     n_finished = torch.zeros(B, dtype=torch.long, device=dev)
     slot = torch.arange(K, device=dev).unsqueeze(0)  # (1, K)
     src_len = lengths.tolist()
+    active = list(range(B))  # the sentences still searched, in row order (finished ones leave the batch)
     for t in range(int(limits.max())):
         logits, s, alpha = model.step(y, s, memory)
         logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits, t + 1 < min_len)  # (B*K, V)
@@ -105,11 +108,11 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
         # those first (K of V per row), then the best K of the K·K candidates
         k1 = min(K, logp.size(1))
         row_lp, row_word = logp.topk(k1, dim=1)  # (B*K, k1)
-        cand = (scores.view(-1, 1) + row_lp).view(B, K * k1)
+        cand = (scores.view(-1, 1) + row_lp).view(len(active), K * k1)
         top, idx = cand.topk(K, dim=1)  # (B, K), sorted best first
         live = (slot < (K - n_finished).unsqueeze(1)) & torch.isfinite(top)  # the beam narrows as hyps finish
-        origin = (idx // k1 + torch.arange(B, device=dev).unsqueeze(1) * K).view(-1)  # (B*K,) parent rows
-        word = row_word.view(B, K * k1).gather(1, idx)  # (B, K)
+        origin = (idx // k1 + torch.arange(len(active), device=dev).unsqueeze(1) * K).view(-1)  # parent rows
+        word = row_word.view(len(active), K * k1).gather(1, idx)  # (B, K)
         history = torch.cat([history[origin], word.view(-1, 1)], dim=1)
         if alpha is not None:
             step_alpha = alpha[origin].unsqueeze(1)  # (B*K, 1, Tx)
@@ -122,13 +125,22 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
             tokens, ended_scores = history[rows].tolist(), top[ended].tolist()
             ended_alpha = alpha_hist[rows].cpu() if alpha_hist is not None else None  # (E, Ty, Tx)
             for j, (b, _) in enumerate(where.tolist()):
+                b = active[b]
                 alpha_b = ended_alpha[j, :, : src_len[b]] if ended_alpha is not None else None  # (Ty, Tx_b)
                 finished[b].append(Hypothesis(tokens[j], ended_scores[j], alpha_b))
         n_finished += ended.sum(1)
         scores = top.masked_fill(~live | ended, float("-inf"))
         y = word.view(-1)
-        if not bool(torch.isfinite(scores).any()):
-            break
+        searching = torch.isfinite(scores).any(1)  # (B,): a sentence with no live hypothesis is done
+        if not bool(searching.all()):
+            if not bool(searching.any()):
+                break
+            keep = searching.nonzero().squeeze(1)  # its K rows leave every per-row tensor
+            rows = (keep.unsqueeze(1) * K + slot).view(-1)
+            memory, s, y, history, limits = memory.index_select(rows), s[rows], y[rows], history[rows], limits[rows]
+            alpha_hist = alpha_hist[rows] if alpha_hist is not None else None
+            scores, n_finished = scores[keep], n_finished[keep]
+            active = [active[i] for i in keep.tolist()]
     key = Hypothesis.normalized if length_norm else (lambda h: h.score)
     return [sorted(f, key=key, reverse=True)[:n_best] for f in finished]
 
@@ -147,23 +159,24 @@ def translate_nbest(model, src_ids: list[list[int]], beam: int, batch_size: int,
     """The `n_best` (≤ beam) best finished hypotheses of each source sentence, best first, in input order.
 
     Sentences are decoded in length-sorted batches; the result does not depend on the batch composition
-    beyond floating-point summation order.
+    beyond floating-point summation order. The decoder's weights are packed once per call (`prepacked`).
     """
     if n_best > beam:
         raise ValueError(f"n-best {n_best} needs a beam at least as wide (beam {beam})")
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     result: list[list[Hypothesis]] = [[] for _ in src_ids]
-    for k in range(0, len(order), batch_size):
-        idx = order[k : k + batch_size]
-        x = pad([src_ids[i] for i in idx]).to(device)
-        lengths = torch.tensor([len(src_ids[i]) for i in idx])
-        if beam == 1:
-            found = [[h] for h in greedy(model, x, lengths, max_len_a, max_len_b, forbid_unk, min_len)]
-        else:
-            found = beam_search(model, x, lengths, beam, max_len_a, max_len_b, forbid_unk, length_norm, n_best,
-                                min_len)
-        for i, hyps in zip(idx, found):
-            result[i] = hyps
-        if progress is not None:
-            progress.update(len(idx))
+    with torch.no_grad(), prepacked(model.decoder, min(batch_size, len(src_ids)) * beam):  # rows of a step
+        for k in range(0, len(order), batch_size):
+            idx = order[k : k + batch_size]
+            x = pad([src_ids[i] for i in idx]).to(device)
+            lengths = torch.tensor([len(src_ids[i]) for i in idx])
+            if beam == 1:
+                found = [[h] for h in greedy(model, x, lengths, max_len_a, max_len_b, forbid_unk, min_len)]
+            else:
+                found = beam_search(model, x, lengths, beam, max_len_a, max_len_b, forbid_unk, length_norm,
+                                    n_best, min_len)
+            for i, hyps in zip(idx, found):
+                result[i] = hyps
+            if progress is not None:
+                progress.update(len(idx))
     return result
