@@ -1,5 +1,5 @@
-"""The training paths with a hand-written backward pass (model/fused.py, the unpacked encoder GRU) against the
-plain autograd paths: the same log-probabilities (to 1e-5) and the same gradients, in float32 at sizes where
+"""The training paths with a hand-written backward pass (model/fused.py: the decoder recurrences and the encoder
+GRU) against the plain autograd paths (nn.GRU's packed sequence for the encoder): the same log-probabilities (to 1e-5) and the same gradients, in float32 at sizes where
 rounding shows, and the hand-written backward against finite differences in float64."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 
 from rnnsearch.batching import make_batch
 from rnnsearch.model import build_model
-from rnnsearch.model.fused import combined_output_recurrence, deep_output_recurrence
+from rnnsearch.model.fused import combined_output_recurrence, deep_output_recurrence, encoder_gru
 from rnnsearch.train import batch_nll
 from rnnsearch.vocab import EOS_ID
 
@@ -127,6 +127,24 @@ def test_hand_written_backward_matches_finite_differences(name):
             down = scalar().item()
             flat[i] = old
             assert abs((up - down) / 2e-6 - g.view(-1)[i].item()) <= 1e-5 + 1e-4 * abs(g.view(-1)[i].item())
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_encoder_backward_matches_finite_differences(bidirectional):
+    """gradcheck of the encoder recurrence, float64: the embedded input and every nn.GRU weight, with unsorted
+    lengths (the rows are reordered inside), a one-word sentence and padding beyond the longest one."""
+    torch.manual_seed(1)
+    gru = torch.nn.GRU(5, 4, batch_first=True, bidirectional=bidirectional).double()
+    lengths = torch.tensor([3, 6, 1, 6, 4])
+    Ex = torch.randn(5, 7, 5, dtype=torch.float64, requires_grad=True)
+    inputs = (Ex, *(w.detach().clone().requires_grad_() for w in gru._flat_weights))
+
+    def f(Ex, *w):
+        return encoder_gru(Ex, lengths, list(w))
+
+    assert torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-6, rtol=1e-5)
+    h, final = f(*inputs)
+    assert (h[2, 1:] == 0).all() and (h[:, 6] == 0).all()  # zero at padding
 
 
 def test_training_updates_are_the_same_on_both_paths():

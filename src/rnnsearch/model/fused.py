@@ -15,6 +15,10 @@ Two recurrences, the only ones the presets train with a GRU and additive (or no)
                                   a_t = attend(s_t); o_t = tanh(W_u [a_t; s_t])  (JoeyNMT's decoder, Luong et al. 2015)
 The equations are those of `decoders.ConditionalGRU` and `attention.AdditiveAttention`; tests/test_fused.py
 checks logits and every gradient against the autograd path (`fused = False` on the decoder).
+
+The encoder's GRU (`encoder_gru`, nn.GRU's equations) gets the same treatment, and more: both directions advance
+in one batched product per step, and the rows are sorted by length so that step t computes only the sentences
+still running (what a packed sequence does, without its slow backward pass).
 """
 
 from __future__ import annotations
@@ -200,3 +204,88 @@ def combined_output_recurrence(X, s0, cell, attention, W_u, h, keys, mask):
     C = cell.C.weight if cell.C is not None else None
     return _CombinedOutputRecurrence.apply(X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight, C,
                                            cell.U_zr.weight, cell.U.weight, W_u.weight)
+
+
+# ------------------------------------------------------------------------------------------- the encoder
+class _EncoderGRU(torch.autograd.Function):
+    """nn.GRU's recurrence (gates r, z, n; the reset gate after the recurrent matrix) for D directions at once,
+    over rows sorted by length, longest first, so that step t computes only the rows still inside their
+    sentence (a prefix of the batch):
+        [a_r; a_z; a_n] = x_t (precomputed W_i x + b_i),   g = W_h h + b_h
+        r = σ(a_r + g_r),  z = σ(a_z + g_z),  ñ = tanh(a_n + r ∘ g_n),  h' = (1 − z) ∘ ñ + z ∘ h
+    Both directions' products are one batched GEMM per step; the backward pass gets dW_h from one GEMM per
+    direction over all steps."""
+
+    @staticmethod
+    def forward(ctx, XI, W_h, b_h, active, last):
+        D, B, Tx, n3 = XI.shape
+        n = n3 // 3
+        OUT = XI.new_zeros(D, B, Tx, n)  # h_t; zero at padding
+        RZ, Nt, Gn = XI.new_empty(D, B, Tx, 2 * n), XI.new_empty(D, B, Tx, n), XI.new_empty(D, B, Tx, n)
+        W_h_t, b = W_h.transpose(1, 2), b_h.unsqueeze(1)  # (D, n, 3n), (D, 1, 3n)
+        for t, rows in enumerate(active):
+            h = OUT[:, :rows, t - 1] if t else XI.new_zeros(D, rows, n)  # the active rows were active at t − 1
+            g = torch.baddbmm(b, h, W_h_t)  # (D, rows, 3n)
+            a = XI[:, :rows, t]
+            rz = torch.sigmoid(a[..., : 2 * n] + g[..., : 2 * n], out=RZ[:, :rows, t])
+            Gn[:, :rows, t] = g[..., 2 * n :]
+            nt = torch.tanh(torch.addcmul(a[..., 2 * n :], rz[..., :n], g[..., 2 * n :]), out=Nt[:, :rows, t])
+            torch.lerp(nt, h, rz[..., n:], out=OUT[:, :rows, t])  # (1 − z) ∘ ñ + z ∘ h
+        ctx.active, ctx.last = active, last
+        ctx.save_for_backward(OUT, RZ, Nt, Gn, W_h)
+        return OUT, OUT[:, torch.arange(B, device=XI.device), last]  # each row's state at its last word
+
+    @staticmethod
+    def backward(ctx, dOUT, dH):
+        OUT, RZ, Nt, Gn, W_h = ctx.saved_tensors
+        D, B, Tx, n = OUT.shape
+        dOUT = dOUT.clone()
+        dOUT[:, torch.arange(B, device=OUT.device), ctx.last] += dH
+        dG = OUT.new_zeros(D, B, Tx, 3 * n)  # ∂L/∂g (zero where a row was not computed)
+        DAN = OUT.new_zeros(D, B, Tx, n)  # ∂L/∂a_n
+        dh = None  # ∂L/∂h_t from step t + 1, for the rows active there
+        for t in reversed(range(len(ctx.active))):
+            rows = ctx.active[t]
+            gh = dOUT[:, :rows, t].clone()
+            if dh is not None:
+                gh[:, : dh.size(1)] += dh
+            r, z, nt, gn = RZ[:, :rows, t, :n], RZ[:, :rows, t, n:], Nt[:, :rows, t], Gn[:, :rows, t]
+            dg = dG[:, :rows, t]
+            da_n = torch.ops.aten.tanh_backward(gh * (1 - z), nt)  # through ñ
+            DAN[:, :rows, t] = da_n
+            torch.mul(da_n * gn, r * (1 - r), out=dg[..., :n])
+            h_prev = OUT[:, :rows, t - 1] if t else torch.zeros_like(gh)
+            torch.mul(gh * (h_prev - nt), z * (1 - z), out=dg[..., n : 2 * n])
+            torch.mul(da_n, r, out=dg[..., 2 * n :])
+            dh = torch.baddbmm(gh * z, dg, W_h)  # ∂L/∂h_{t−1}
+        dXI = torch.cat([dG[..., : 2 * n], DAN], dim=3)  # ∂L/∂[a_r; a_z; a_n]
+        H_prev = torch.cat([OUT.new_zeros(D, B, 1, n), OUT[:, :, :-1]], dim=2)  # h_{t−1} per position
+        dW_h = torch.bmm(dG.flatten(1, 2).transpose(1, 2), H_prev.flatten(1, 2))  # (D, 3n, n)
+        return dXI, dW_h, dG.sum((1, 2)), None, None
+
+
+def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor, w: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The states of a one-layer nn.GRU over Ex (B, Tx, m), from its weights `w` (its `_flat_weights`: w_ih, w_hh,
+    b_ih, b_hh per direction): annotations (B, Tx, dirs·n), zero at padding, and each direction's final state
+    (B, dirs·n): [→h_Tx; ←h_1]. The backward direction runs over each sentence reversed within its length."""
+    B, Tx, _ = Ex.shape
+    D, n = len(w) // 4, w[1].size(1)
+    order = torch.argsort(lengths, descending=True, stable=True)  # longest first: the active rows are a prefix
+    inverse = torch.argsort(order)
+    sorted_len = lengths[order]
+    T = int(sorted_len[0])  # the longest sentence
+    X = Ex.index_select(0, order)[:, :T]  # (B, T, m)
+    pos = torch.arange(T, device=Ex.device).unsqueeze(0)
+    real = pos < sorted_len.unsqueeze(1)  # (B, T)
+    active = real.sum(0).tolist()  # rows inside their sentence at each step
+    rev = torch.where(real, sorted_len.unsqueeze(1) - 1 - pos, pos).unsqueeze(2)  # reversal within length
+    inputs = [X] if D == 1 else [X, X.gather(1, rev.expand_as(X))]
+    XI = torch.stack([torch.addmm(w[4 * d + 2], x.flatten(0, 1), w[4 * d].t()) for d, x in enumerate(inputs)])
+    W_h = torch.stack([w[4 * d + 1] for d in range(D)])  # (D, 3n, n)
+    b_h = torch.stack([w[4 * d + 3] for d in range(D)])  # (D, 3n)
+    OUT, H = _EncoderGRU.apply(XI.view(D, B, T, 3 * n), W_h, b_h, active, sorted_len - 1)  # (D, B, T, n), (D, B, n)
+    outputs = [OUT[0]] if D == 1 else [OUT[0], OUT[1].gather(1, rev.expand(-1, -1, n))]
+    h = torch.cat(outputs, dim=2).index_select(0, inverse)  # (B, T, dirs·n)
+    if T < Tx:
+        h = torch.cat([h, h.new_zeros(B, Tx - T, h.size(2))], dim=1)
+    return h, torch.cat(H.unbind(0), dim=1).index_select(0, inverse)
