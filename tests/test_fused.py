@@ -1,6 +1,7 @@
 """The training paths with a hand-written backward pass (model/fused.py: the decoder recurrences and the encoder
-GRU) against the plain autograd paths (nn.GRU's packed sequence for the encoder): the same log-probabilities (to 1e-5) and the same gradients, in float32 at sizes where
-rounding shows, and the hand-written backward against finite differences in float64."""
+GRU) against the plain autograd paths (nn.GRU's packed sequence for the encoder): the same log-probabilities
+(to 1e-5) and the same gradients, in float32 at sizes where rounding shows, and the hand-written backward
+passes against finite differences in float64."""
 
 from __future__ import annotations
 

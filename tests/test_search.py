@@ -130,7 +130,12 @@ def test_prepacked_decoder_weights_give_the_same_translations(arch, beam, monkey
     src, _, _ = inputs(2, lengths=(5, 2, 8, 3))
     packed_layers = []
     real = packing._packed_forward
-    monkeypatch.setattr(packing, "_packed_forward", lambda layer, rows: packed_layers.append(layer) or real(layer, rows))
+
+    def spy(layer, rows):
+        packed_layers.append(layer)
+        return real(layer, rows)
+
+    monkeypatch.setattr(packing, "_packed_forward", spy)
     packed = translate_ids(model, src, beam, batch_size=2, max_len_a=1.5, max_len_b=5)
     n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.decoder.modules())
     assert len(packed_layers) == n_linear  # every decoder layer, once per call
