@@ -5,8 +5,11 @@ passes against finite differences in float64."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from rnnsearch.batching import make_batch
 from rnnsearch.model import build_model
@@ -163,3 +166,55 @@ def test_training_updates_are_the_same_on_both_paths():
             opt.step()
         finals.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert (finals[0] - finals[1]).abs().max().item() <= 1e-5
+
+
+class ProductDtypes(TorchDispatchMode):
+    """Counts the matrix products dispatched, by operator and operand dtype, forward and backward."""
+
+    PRODUCTS = {torch.ops.aten.mm: 0, torch.ops.aten.bmm: 0, torch.ops.aten.addmm: 1, torch.ops.aten.baddbmm: 1}
+
+    def __init__(self):
+        super().__init__()
+        self.seen = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        first = self.PRODUCTS.get(func.overloadpacket)
+        if first is not None:
+            self.seen[func.overloadpacket.__name__, args[first].dtype, args[first + 1].dtype] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def run_autocast(model, batch, fused: bool):
+    """`run` with the forward pass under bf16 autocast and the backward pass outside it, as train.py does."""
+    model.encoder.fused = fused and model.cfg["cell"] == "gru"
+    model.decoder.fused = fused
+    model.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logp = torch.log_softmax(model(batch.x, batch.lengths, batch.y_in).float(), -1)
+        loss = torch.nn.functional.nll_loss(logp.flatten(0, 1), batch.y_out.flatten(), ignore_index=0, reduction="sum")
+    loss.backward()
+    return logp.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("name", list(FUSED))
+def test_fused_path_under_bf16_autocast(name):
+    """train.precision: bf16. The fused paths run their matrix products in bf16 and keep states, gates and sums in
+    float32: every 2-D product of the update (theirs and the layers' around them) is bf16, the gradients are
+    float32, and log-probabilities and gradients stay as near the float32 ones as the plain autograd path's do."""
+    model, batch = model_and_batch(*FUSED[name])
+    logp32, grads32 = run(model, batch, True)
+    with ProductDtypes() as products:
+        logp_fused, grads_fused = run_autocast(model, batch, True)
+    logp_plain, grads_plain = run_autocast(model, batch, False)
+    bf16 = torch.bfloat16
+    assert {(op, a, b) for op, a, b in products.seen if op in ("mm", "addmm")} <= {("mm", bf16, bf16), ("addmm", bf16, bf16)}
+    assert products.seen["mm", bf16, bf16] >= 8 and products.seen["bmm", bf16, bf16] >= 1  # the encoder's W_h
+    real = (batch.y_out != 0).unsqueeze(2)
+    err_fused = ((logp_fused - logp32) * real).abs().max().item()
+    err_plain = ((logp_plain - logp32) * real).abs().max().item()
+    assert 0 < err_fused <= max(1.5 * err_plain, 0.02)
+    for k in grads32:
+        assert grads_fused[k].dtype == torch.float32, k
+        rel_fused = ((grads_fused[k] - grads32[k]).norm() / grads32[k].norm()).item()
+        rel_plain = ((grads_plain[k] - grads32[k]).norm() / grads32[k].norm()).item()
+        assert rel_fused <= max(1.5 * rel_plain, 0.02), (k, rel_fused, rel_plain)

@@ -6,7 +6,9 @@ machine's speed drifts:
   1. the peer's training (../shared/bench/peer_joeynmt.sh, phases `gemm train`);
   2. ours: the model closest to JoeyNMT's (`CLOSEST`) with our default batching (the paper's length-sorted blocks
      of 20 batches) and with the peer's batch composition (random batches of 80), and our RNNsearch at the same
-     sizes with our default batching; each run in a fresh process;
+     sizes with our default batching, all in fp32 as the peer; then the closest model with our batching under
+     bf16 autocast (`train.precision: bf16`), reported beside the fp32 figures, not instead of them; each run in a
+     fresh process;
   3. the peer's fixed-length decodes (`greedy_fixed beam_fixed`: </s> blocked until N, every output N long, N the
      mean reference length with </s>);
   4. ours, the same decodes of the same 1000 test sentences, each in a fresh process.
@@ -44,7 +46,10 @@ log = logging.getLogger("rnnsearch.bench")
 # from the paper's decoder). Bridge, reset-gate placement and biases differ in details that cost no FLOPs.
 CLOSEST = ("luong", {"cell": "gru", "attention": "additive", "dropout": 0.0})
 MODELS = {"closest": CLOSEST, "rnnsearch": ("rnnsearch", {})}
-SIZES = TRAIN_SIZES["bench"]  # embeddings 256, hidden 512, alignment 512, maxout 256, 8000 words per side
+SIZES = TRAIN_SIZES["bench"]
+# our training runs per round: (model, batching, precision); the decodes use the fp32 runs' weights
+TRAIN_RUNS = (("closest", "sorted", "fp32"), ("closest", "random", "fp32"), ("rnnsearch", "sorted", "fp32"),
+              ("closest", "sorted", "bf16"))  # embeddings 256, hidden 512, alignment 512, maxout 256, 8000 words per side
 
 
 def _shortlist_and_ids(path: str):
@@ -71,9 +76,10 @@ def fixed_length(test_tgt: str) -> int:
 
 
 def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates: int, warmup: int, threads: int,
-               seed: int, save: str) -> dict:
-    """Train `name` for `updates` updates on data/train.{src,tgt}; time the updates after `warmup`; save the
-    weights to `save` and the shortlists beside them (`save`.{src,tgt}.tsv) for `decode_ours`."""
+               seed: int, save: str, precision: str = "fp32") -> dict:
+    """Train `name` for `updates` updates on data/train.{src,tgt}, the forward pass under bf16 autocast if
+    `precision` is bf16 (as train.py does); time the updates after `warmup`; save the weights to `save` and the
+    shortlists beside them (`save`.{src,tgt}.tsv) for `decode_ours`."""
     from .batching import PaperBatches
     from .cpu import keep_freed_memory
     from .flops import train_flops
@@ -94,7 +100,8 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
         if step == warmup:
             start = time.perf_counter()
         b = next(batches)
-        loss = batch_nll(model, b)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = batch_nll(model, b)
         optimizer.zero_grad(set_to_none=True)
         (loss / len(b.index)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -109,7 +116,7 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     torch.save(model.state_dict(), save)
     sv.save(f"{save}.{src}.tsv")
     tv.save(f"{save}.{tgt}.tsv")
-    return {"model": name, "batching": batching, "updates": updates, "warmup_updates": warmup,
+    return {"model": name, "batching": batching, "precision": precision, "updates": updates, "warmup_updates": warmup,
             "timed_updates": updates - warmup, "timed_seconds": round(seconds, 2),
             "seconds_per_update": round(seconds / (updates - warmup), 3),
             "target_tokens_per_s": round(counts["target"] / seconds, 1),
@@ -200,11 +207,12 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
                 runs["peer"].append({"round": r + 1, **run_peer_script(
                     script, peer_python, dataset, "gemm train", updates, threads, work, raw, peer_log)})
                 fixed = fixed_length(f"{data}/test.fr")
-                for name, batching in (("closest", "sorted"), ("closest", "random"), ("rnnsearch", "sorted")):
+                for name, batching, precision in TRAIN_RUNS:
                     res = in_fresh_process(train_ours, name, data, "en", "fr", batching, updates, warmup, threads,
-                                           seed, f"{tmp}/{dataset}_{name}.pt")
-                    log.info("%s ours %s %s: %.0f target tokens/s, %.0f executed positions/s", dataset, name,
-                             batching, res["target_tokens_per_s"], res["executed_target_positions_per_s"])
+                                           seed, f"{tmp}/{dataset}_{name}{'' if precision == 'fp32' else '_bf16'}.pt",
+                                           precision)
+                    log.info("%s ours %s %s %s: %.0f target tokens/s, %.0f executed positions/s", dataset, name,
+                             batching, precision, res["target_tokens_per_s"], res["executed_target_positions_per_s"])
                     runs["ours_train"].append({"round": r + 1, **res})
                 phases = " ".join(f"{d}_fixed" for d in decode)
                 log.info("%s round %d/%d: JoeyNMT decoding (%s)", dataset, r + 1, rounds, phases)
@@ -234,25 +242,29 @@ def summarise(runs: dict, decode: list[str]) -> dict:
     peer_tok = _median([p["trg_tok_per_s"] for p in peer_train])
     peer_exec = _median([p["trg_tok_per_s"] / p["trg_padding_efficiency"] for p in peer_train])
 
-    def ours(name, batching, key):
-        return _median([o[key] for o in runs["ours_train"] if o["model"] == name and o["batching"] == batching])
+    def ours(name, batching, precision, key):
+        return _median([o[key] for o in runs["ours_train"]
+                        if (o["model"], o["batching"], o.get("precision", "fp32")) == (name, batching, precision)])
 
     s = {"peer": {"target_tokens_per_s": peer_tok, "executed_target_positions_per_s": round(peer_exec, 1),
                   "target_padding_efficiency": _median([p["trg_padding_efficiency"] for p in peer_train]),
                   "gflop_per_target_token": _median([p["gflop_per_trg_tok_useful"] for p in peer_train]),
                   "gflops_useful": _median([p["achieved_gflops_useful"] for p in peer_train]),
                   "peak_rss_mb": _median([p["process_peak_rss_mb"] for p in peer_train])}}
-    for name in MODELS:
-        for batching in ("sorted", "random"):
-            if ours(name, batching, "target_tokens_per_s") is None:
-                continue
-            s[f"{name}_{batching}"] = {k: ours(name, batching, k) for k in (
+    for name, batching, precision in TRAIN_RUNS:
+        if ours(name, batching, precision, "target_tokens_per_s") is None:
+            continue
+        s[f"{name}_{batching}" + ("_bf16" if precision == "bf16" else "")] = {"precision": precision, **{
+            k: ours(name, batching, precision, k) for k in (
                 "target_tokens_per_s", "executed_target_positions_per_s", "target_padding_efficiency",
-                "gflop_per_target_token", "gflops_useful", "peak_rss_mb")}
+                "gflop_per_target_token", "gflops_useful", "peak_rss_mb")}}
     ratios = {"train_target_tokens_per_s (closest, our batching)": s["closest_sorted"]["target_tokens_per_s"] / peer_tok,
               "train_executed_positions_per_s (closest, peer's random batches)":
                   s["closest_random"]["executed_target_positions_per_s"] / peer_exec,
               "train_target_tokens_per_s (rnnsearch, our batching)": s["rnnsearch_sorted"]["target_tokens_per_s"] / peer_tok}
+    if "closest_sorted_bf16" in s:  # beside the fp32 targets, not one of them: the peer trains in fp32
+        ratios["train_target_tokens_per_s (closest, our batching, bf16 autocast)"] = (
+            s["closest_sorted_bf16"]["target_tokens_per_s"] / peer_tok)
     for d in decode:
         peer_rate = _median([p[f"decode_{d}_fixed"]["sent_per_s"] for p in runs["peer"]])
         s["peer"][f"{d}_fixed_sentences_per_s"] = peer_rate
@@ -280,8 +292,8 @@ def best_gemm(results: dict) -> float:
 def add_utilisation(ds: dict, gemm: float) -> None:
     s = ds["summary"]
     for key, row in s.items():
-        if isinstance(row, dict) and "gflops_useful" in row:
-            row["utilisation"] = round(row["gflops_useful"] / gemm, 3)
+        if isinstance(row, dict) and "gflops_useful" in row and row.get("precision", "fp32") == "fp32":
+            row["utilisation"] = round(row["gflops_useful"] / gemm, 3)  # of the fp32 peak: fp32 runs only
 
 
 def markdown(results: dict) -> str:
@@ -299,12 +311,14 @@ def markdown(results: dict) -> str:
                   "utilisation | peak RSS MB |", "|---|---|---|---|---|---|---|"]
         for key, label in (("peer", "JoeyNMT (random batches)"), ("closest_sorted", "ours, closest, our batching"),
                            ("closest_random", "ours, closest, peer's random batches"),
-                           ("rnnsearch_sorted", "ours, RNNsearch, our batching")):
+                           ("rnnsearch_sorted", "ours, RNNsearch, our batching"),
+                           ("closest_sorted_bf16", "ours, closest, our batching, bf16 autocast")):
             if key in s:
                 r = s[key]
+                use = f"{r['utilisation']:.1%}" if "utilisation" in r else "n/a (bf16)"
                 lines.append(f"| {label} | {r['target_tokens_per_s']:.0f} | {r['executed_target_positions_per_s']:.0f} | "
                              f"{r['target_padding_efficiency']:.3f} | {r['gflop_per_target_token']:.4f} | "
-                             f"{r.get('utilisation', 0):.1%} | {r['peak_rss_mb']:.0f} |")
+                             f"{use} | {r['peak_rss_mb']:.0f} |")
         lines += ["", "| fixed-length decoding, sentences/s (peak RSS MB) | " +
                   " | ".join(k.replace("_fixed_sentences_per_s", "") for k in s["peer"] if k.endswith("_sentences_per_s")) + " |",
                   "|---|" + "---|" * sum(k.endswith("_sentences_per_s") for k in s["peer"])]

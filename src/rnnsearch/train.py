@@ -55,6 +55,12 @@ def encode_corpus(src_lines: list[str], tgt_lines: list[str], src_vocab: Vocab, 
     return ([src_vocab.encode(s.split()) for s in src_lines], [tgt_vocab.encode(t.split()) for t in tgt_lines])
 
 
+def native_bf16_cpu() -> bool:
+    """Whether this CPU multiplies bf16 matrices in hardware (AVX512-BF16 or AMX); elsewhere oneDNN emulates them."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own probes (private)
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
 def batch_nll(model, batch: Batch) -> torch.Tensor:
     """Summed negative log-likelihood of the batch's target words (</s> included)."""
     logits = model(batch.x, batch.lengths, batch.y_in)  # (B, Ty, K)
@@ -151,9 +157,10 @@ def _train(stop: dict, name: str, model_cfg: dict, train_cfg: dict, seed: int, s
     seed_everything(seed)
     torch.set_num_threads(train_cfg["threads"])
     device = resolve_device(train_cfg["device"])
-    bf16 = train_cfg["precision"] == "bf16" and device.type == "cuda"
-    if train_cfg["precision"] == "bf16" and not bf16:
-        log.warning("precision bf16 applies on CUDA only: training in fp32 on the %s", device)
+    bf16 = train_cfg["precision"] == "bf16"  # autocast on resolve_device's cuda or cpu
+    if bf16 and device.type == "cpu" and not native_bf16_cpu():
+        log.warning("precision bf16: this CPU has no bf16 matrix instructions (AVX512-BF16 or AMX), so its bf16 "
+                    "products are emulated and training will be slower than in fp32")
     src_vocab, tgt_vocab = Vocab.load(src_vocab_path), Vocab.load(tgt_vocab_path)
     src, tgt = encode_corpus(*read_parallel(src_train, tgt_train), src_vocab, tgt_vocab)
     dev_lines = read_parallel(src_dev, tgt_dev)
@@ -254,7 +261,7 @@ def _train(stop: dict, name: str, model_cfg: dict, train_cfg: dict, seed: int, s
     model.train()
     for batch in batches if not done else ():
         batch = batch.to(device)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = batch_nll(model, batch)
         optimizer.zero_grad(set_to_none=True)
         (loss / batch.x.size(0)).backward()  # the cost is the mean over sentences of the summed word NLL

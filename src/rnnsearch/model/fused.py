@@ -26,6 +26,40 @@ from __future__ import annotations
 import torch
 
 
+# ------------------------------------------------------------------------------------------- mixed precision
+def _apply(function, *args):
+    """function.apply(*args, lp), lp the dtype of its matrix products. Without autocast, lp is the inputs' own
+    dtype. Under autocast (train.precision: bf16), lp is autocast's dtype and only the products use it: the
+    inputs are cast to float32 and autocast is switched off inside, so states, gates, attention weights and sums
+    over steps stay in float32; each product casts its activation operand, the weights are cast once per call."""
+    device = args[0].device.type
+    if not torch.is_autocast_enabled(device):
+        return function.apply(*args, args[0].dtype)
+    args = [a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    with torch.autocast(device, enabled=False):
+        return function.apply(*args, torch.get_autocast_dtype(device))
+
+
+def _mm(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """a @ b (2-D or batched) with both operands in `dtype` (default: b's), the result in a's dtype."""
+    dtype = dtype or b.dtype
+    if a.dtype == b.dtype == dtype:
+        return a @ b
+    return (a.to(dtype) @ b.to(dtype)).to(a.dtype)
+
+
+def _addmm(x: torch.Tensor, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x + a @ w (2-D or batched), the product in w's dtype, the sum in x's."""
+    if a.dtype == w.dtype == x.dtype:
+        return torch.addmm(x, a, w) if a.dim() == 2 else torch.baddbmm(x, a, w)
+    return torch.add(x, a.to(w.dtype) @ w)
+
+
+def _addmm_(x: torch.Tensor, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x += a @ w in place, the product in w's dtype."""
+    return x.addmm_(a, w) if a.dtype == w.dtype == x.dtype else x.add_(a.to(w.dtype) @ w)
+
+
 # ------------------------------------------------------------------------------------------- the two pieces
 def _attend(q_proj: torch.Tensor, keys: torch.Tensor, v: torch.Tensor, h: torch.Tensor, masked: torch.Tensor):
     """Additive attention from W_a q: p = tanh(W_a q + U_a h_j) (B, Tx, n'), α (B, Tx), c (B, ctx)."""
@@ -50,8 +84,8 @@ def _attend_backward(gc: torch.Tensor, p: torch.Tensor, alpha: torch.Tensor, h: 
 def _gru(x: torch.Tensor, s: torch.Tensor, U_zr: torch.Tensor, U: torch.Tensor, n: int):
     """The paper's GRU from its input-side sum x = [x_h | x_zr] (B, 3n): returns s_i, z, r, s̃."""
     x_h, x_zr = x.split([n, 2 * n], dim=1)
-    z, r = torch.sigmoid(torch.addmm(x_zr, s, U_zr.t())).chunk(2, dim=1)
-    s_tilde = torch.tanh(torch.addmm(x_h, r * s, U.t()))
+    z, r = torch.sigmoid(_addmm(x_zr, s, U_zr.t())).chunk(2, dim=1)
+    s_tilde = torch.tanh(_addmm(x_h, r * s, U.t()))
     return (1 - z) * s + z * s_tilde, z, r, s_tilde
 
 
@@ -60,18 +94,19 @@ def _gru_backward(g: torch.Tensor, s: torch.Tensor, z, r, s_tilde, U_zr, U, dx: 
     n = s.size(1)
     ds = g * (1 - z)
     da_h = torch.mul(g * z, 1 - s_tilde * s_tilde, out=dx[:, :n])  # through s̃ = tanh(a_h)
-    drs = da_h @ U  # ∂L/∂(r ∘ s)
+    drs = _mm(da_h, U)  # ∂L/∂(r ∘ s)
     dzr = dx[:, n:]
     torch.mul(g * (s_tilde - s), z * (1 - z), out=dzr[:, :n])
     torch.mul(drs * s, r * (1 - r), out=dzr[:, n:])
     ds.addcmul_(drs, r)
-    return ds.addmm_(dzr, U_zr)
+    return _addmm_(ds, dzr, U_zr)
 
 
 # ------------------------------------------------------------------------------------------- App. A.2.2
 class _DeepOutputRecurrence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U):
+    def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U, lp):
+        W_a, C, U_zr, U = (w.to(lp) if w is not None else None for w in (W_a, C, U_zr, U))  # the products' dtype
         B, Ty, _ = X.shape
         n = s0.size(1)
         attn = h is not None
@@ -87,10 +122,10 @@ class _DeepOutputRecurrence(torch.autograd.Function):
         for i in range(Ty):
             S[:, i] = s
             if attn:
-                p, A[:, i], Cc[:, i] = _attend(s @ W_a.t(), keys, v, h, masked)
+                p, A[:, i], Cc[:, i] = _attend(_mm(s, W_a.t()), keys, v, h, masked)
                 P.append(p)
             if i + 1 < Ty:  # the last state is never read
-                x = torch.addmm(X[:, i], Cc[:, i], C.t()) if attn else X[:, i]
+                x = _addmm(X[:, i], Cc[:, i], C.t()) if attn else X[:, i]
                 s, Z[:, i], R[:, i], St[:, i] = _gru(x, S[:, i], U_zr, U, n)
                 torch.mul(R[:, i], S[:, i], out=RS[:, i])
         ctx.attn = attn
@@ -111,6 +146,7 @@ class _DeepOutputRecurrence(torch.autograd.Function):
         else:
             S, Z, R, St, RS, U_zr, U = ctx.saved_tensors
         B, Ty, n = S.shape
+        lp = U.dtype
         dX = S.new_zeros(B, Ty, 3 * n)  # the last position's input is never used
         g = None  # ∂L/∂s_i from the later steps
         for i in reversed(range(Ty)):
@@ -118,19 +154,19 @@ class _DeepOutputRecurrence(torch.autograd.Function):
             if g is not None:
                 gs += _gru_backward(g, S[:, i], Z[:, i], R[:, i], St[:, i], U_zr, U, dX[:, i])
             if ctx.attn:
-                gc = dCc[:, i] + dX[:, i] @ C if g is not None else dCc[:, i]
+                gc = dCc[:, i] + _mm(dX[:, i], C) if g is not None else dCc[:, i]
                 Gc[:, i] = gc
                 DQ[:, i] = _attend_backward(gc, ctx.P[i], A[:, i], h, v, dkeys, dv)
-                gs.addmm_(DQ[:, i], W_a)
+                _addmm_(gs, DQ[:, i], W_a)
             g = gs
-        dU_zr = dX[:, :-1, n:].flatten(0, 1).t() @ S[:, :-1].flatten(0, 1)
-        dU = dX[:, :-1, :n].flatten(0, 1).t() @ RS.flatten(0, 1)
+        dU_zr = _mm(dX[:, :-1, n:].flatten(0, 1).t(), S[:, :-1].flatten(0, 1), lp)
+        dU = _mm(dX[:, :-1, :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
         if not ctx.attn:
-            return dX, g, None, None, None, None, None, None, dU_zr, dU
-        dC = dX[:, :-1].flatten(0, 1).t() @ Cc[:, :-1].flatten(0, 1)
-        dW_a = DQ.flatten(0, 1).t() @ S.flatten(0, 1)
+            return dX, g, None, None, None, None, None, None, dU_zr, dU, None
+        dC = _mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
+        dW_a = _mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
         dh = torch.bmm(A.transpose(1, 2), Gc)  # Σ_i α_ij ∂L/∂c_i
-        return dX, g, dh, dkeys, None, dW_a, dv.view_as(v_a), dC, dU_zr, dU
+        return dX, g, dh, dkeys, None, dW_a, dv.view_as(v_a), dC, dU_zr, dU, None
 
 
 def deep_output_recurrence(X, s0, cell, attention=None, h=None, keys=None, mask=None):
@@ -139,16 +175,17 @@ def deep_output_recurrence(X, s0, cell, attention=None, h=None, keys=None, mask=
     Returns S (B, Ty, n) = s_{i−1} per position and, with attention, the contexts c_i (B, Ty, ctx).
     """
     if attention is None:
-        return _DeepOutputRecurrence.apply(X, s0, None, None, None, None, None, None, cell.U_zr.weight,
-                                           cell.U.weight)
-    return _DeepOutputRecurrence.apply(X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight,
-                                       cell.C.weight, cell.U_zr.weight, cell.U.weight)
+        return _apply(_DeepOutputRecurrence, X, s0, None, None, None, None, None, None, cell.U_zr.weight,
+                      cell.U.weight)
+    return _apply(_DeepOutputRecurrence, X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight,
+                  cell.C.weight, cell.U_zr.weight, cell.U.weight)
 
 
 # ------------------------------------------------------------------------------------------- combined output
 class _CombinedOutputRecurrence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U, W_u):
+    def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U, W_u, lp):
+        W_a, C, U_zr, U, W_u = (w.to(lp) if w is not None else None for w in (W_a, C, U_zr, U, W_u))
         B, Ty, _ = X.shape
         n = s0.size(1)
         v, masked = v_a.view(-1), ~mask
@@ -159,12 +196,12 @@ class _CombinedOutputRecurrence(torch.autograd.Function):
         Actx, A, P = X.new_empty(B, Ty, h.size(2)), X.new_empty(B, Ty, h.size(1)), []
         S[:, 0] = s0
         for t in range(Ty):
-            x = torch.addmm(X[:, t], O[:, t], C.t()) if C is not None else X[:, t]  # input feeding: C o_{t−1}
+            x = _addmm(X[:, t], O[:, t], C.t()) if C is not None else X[:, t]  # input feeding: C o_{t−1}
             S[:, t + 1], Z[:, t], R[:, t], St[:, t] = _gru(x, S[:, t], U_zr, U, n)
             torch.mul(R[:, t], S[:, t], out=RS[:, t])
-            p, A[:, t], Actx[:, t] = _attend(S[:, t + 1] @ W_a.t(), keys, v, h, masked)
+            p, A[:, t], Actx[:, t] = _attend(_mm(S[:, t + 1], W_a.t()), keys, v, h, masked)
             P.append(p)
-            torch.tanh(torch.cat([Actx[:, t], S[:, t + 1]], dim=1) @ W_u.t(), out=O[:, t + 1])
+            torch.tanh(_mm(torch.cat([Actx[:, t], S[:, t + 1]], dim=1), W_u.t()), out=O[:, t + 1])
         ctx.P = P
         ctx.save_for_backward(S, Z, R, St, RS, O, Actx, A, h, W_a, v_a, C, U_zr, U, W_u)
         return O[:, 1:]
@@ -173,7 +210,7 @@ class _CombinedOutputRecurrence(torch.autograd.Function):
     def backward(ctx, dO):
         S, Z, R, St, RS, O, Actx, A, h, W_a, v_a, C, U_zr, U, W_u = ctx.saved_tensors
         B, Ty, n = dO.shape
-        v = v_a.view(-1)
+        v, lp = v_a.view(-1), U.dtype
         dkeys, dv = torch.zeros_like(ctx.P[0]), torch.zeros_like(v)
         dX, Ga = dO.new_empty(B, Ty, 3 * n), torch.empty_like(Actx)
         DQ, DPRE = dO.new_empty(B, Ty, W_a.size(0)), dO.new_empty(B, Ty, n)
@@ -181,29 +218,29 @@ class _CombinedOutputRecurrence(torch.autograd.Function):
         for t in reversed(range(Ty)):
             o = O[:, t + 1]
             torch.mul(dO[:, t] + g_o, 1 - o * o, out=DPRE[:, t])  # through o_t = tanh(W_u [a_t; s_t])
-            d_as = DPRE[:, t] @ W_u
+            d_as = _mm(DPRE[:, t], W_u)
             Ga[:, t], ds = d_as.split([Actx.size(2), n], dim=1)
             DQ[:, t] = _attend_backward(Ga[:, t], ctx.P[t], A[:, t], h, v, dkeys, dv)
-            g = (g_s + ds).addmm_(DQ[:, t], W_a)
+            g = _addmm_(g_s + ds, DQ[:, t], W_a)
             g_s = _gru_backward(g, S[:, t], Z[:, t], R[:, t], St[:, t], U_zr, U, dX[:, t])
             if C is not None:
-                g_o = dX[:, t] @ C
+                g_o = _mm(dX[:, t], C)
         S_new, S_prev = S[:, 1:].flatten(0, 1), S[:, :-1].flatten(0, 1)
-        dW_u = DPRE.flatten(0, 1).t() @ torch.cat([Actx, S[:, 1:]], dim=2).flatten(0, 1)
-        dW_a = DQ.flatten(0, 1).t() @ S_new
-        dU_zr = dX[..., n:].flatten(0, 1).t() @ S_prev
-        dU = dX[..., :n].flatten(0, 1).t() @ RS.flatten(0, 1)
-        dC = dX.flatten(0, 1).t() @ O[:, :-1].flatten(0, 1) if C is not None else None
+        dW_u = _mm(DPRE.flatten(0, 1).t(), torch.cat([Actx, S[:, 1:]], dim=2).flatten(0, 1), lp)
+        dW_a = _mm(DQ.flatten(0, 1).t(), S_new, lp)
+        dU_zr = _mm(dX[..., n:].flatten(0, 1).t(), S_prev, lp)
+        dU = _mm(dX[..., :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
+        dC = _mm(dX.flatten(0, 1).t(), O[:, :-1].flatten(0, 1), lp) if C is not None else None
         dh = torch.bmm(A.transpose(1, 2), Ga)
-        return dX, g_s, dh, dkeys, None, dW_a, dv.view_as(v_a), dC, dU_zr, dU, dW_u
+        return dX, g_s, dh, dkeys, None, dW_a, dv.view_as(v_a), dC, dU_zr, dU, dW_u, None
 
 
 def combined_output_recurrence(X, s0, cell, attention, W_u, h, keys, mask):
     """The combined-output decoder (GRU, additive attention, with or without input feeding) under teacher
     forcing. X (B, Ty, 3n): W E y_{t−1}, s0 (B, n) → o_1 … o_Ty (B, Ty, n)."""
     C = cell.C.weight if cell.C is not None else None
-    return _CombinedOutputRecurrence.apply(X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight, C,
-                                           cell.U_zr.weight, cell.U.weight, W_u.weight)
+    return _apply(_CombinedOutputRecurrence, X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight, C,
+                  cell.U_zr.weight, cell.U.weight, W_u.weight)
 
 
 # ------------------------------------------------------------------------------------------- the encoder
@@ -217,15 +254,16 @@ class _EncoderGRU(torch.autograd.Function):
     direction over all steps."""
 
     @staticmethod
-    def forward(ctx, XI, W_h, b_h, active, last):
+    def forward(ctx, XI, W_h, b_h, active, last, lp):
         D, B, Tx, n3 = XI.shape
         n = n3 // 3
         OUT = XI.new_zeros(D, B, Tx, n)  # h_t; zero at padding
         RZ, Nt, Gn = XI.new_empty(D, B, Tx, 2 * n), XI.new_empty(D, B, Tx, n), XI.new_empty(D, B, Tx, n)
+        W_h = W_h.to(lp)  # the products' dtype
         W_h_t, b = W_h.transpose(1, 2), b_h.unsqueeze(1)  # (D, n, 3n), (D, 1, 3n)
         for t, rows in enumerate(active):
             h = OUT[:, :rows, t - 1] if t else XI.new_zeros(D, rows, n)  # the active rows were active at t − 1
-            g = torch.baddbmm(b, h, W_h_t)  # (D, rows, 3n)
+            g = _addmm(b, h, W_h_t)  # (D, rows, 3n)
             a = XI[:, :rows, t]
             rz = torch.sigmoid(a[..., : 2 * n] + g[..., : 2 * n], out=RZ[:, :rows, t])
             Gn[:, :rows, t] = g[..., 2 * n :]
@@ -257,11 +295,11 @@ class _EncoderGRU(torch.autograd.Function):
             h_prev = OUT[:, :rows, t - 1] if t else torch.zeros_like(gh)
             torch.mul(gh * (h_prev - nt), z * (1 - z), out=dg[..., n : 2 * n])
             torch.mul(da_n, r, out=dg[..., 2 * n :])
-            dh = torch.baddbmm(gh * z, dg, W_h)  # ∂L/∂h_{t−1}
+            dh = _addmm(gh * z, dg, W_h)  # ∂L/∂h_{t−1}
         dXI = torch.cat([dG[..., : 2 * n], DAN], dim=3)  # ∂L/∂[a_r; a_z; a_n]
         H_prev = torch.cat([OUT.new_zeros(D, B, 1, n), OUT[:, :, :-1]], dim=2)  # h_{t−1} per position
-        dW_h = torch.bmm(dG.flatten(1, 2).transpose(1, 2), H_prev.flatten(1, 2))  # (D, 3n, n)
-        return dXI, dW_h, dG.sum((1, 2)), None, None
+        dW_h = _mm(dG.flatten(1, 2).transpose(1, 2), H_prev.flatten(1, 2), W_h.dtype)  # (D, 3n, n)
+        return dXI, dW_h, dG.sum((1, 2)), None, None, None
 
 
 def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor, w: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -283,7 +321,7 @@ def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor, w: list[torch.Tensor]) 
     XI = torch.stack([torch.addmm(w[4 * d + 2], x.flatten(0, 1), w[4 * d].t()) for d, x in enumerate(inputs)])
     W_h = torch.stack([w[4 * d + 1] for d in range(D)])  # (D, 3n, n)
     b_h = torch.stack([w[4 * d + 3] for d in range(D)])  # (D, 3n)
-    OUT, H = _EncoderGRU.apply(XI.view(D, B, T, 3 * n), W_h, b_h, active, sorted_len - 1)  # (D, B, T, n), (D, B, n)
+    OUT, H = _apply(_EncoderGRU, XI.view(D, B, T, 3 * n), W_h, b_h, active, sorted_len - 1)  # (D, B, T, n), (D, B, n)
     outputs = [OUT[0]] if D == 1 else [OUT[0], OUT[1].gather(1, rev.expand(-1, -1, n))]
     h = torch.cat(outputs, dim=2).index_select(0, inverse)  # (B, T, dirs·n)
     if T < Tx:
