@@ -19,6 +19,9 @@ checks logits and every gradient against the autograd path (`fused = False` on t
 The encoder's GRU (`encoder_gru`, nn.GRU's equations) gets the same treatment, and more: both directions advance
 in one batched product per step, and the rows are sorted by length so that step t computes only the sentences
 still running (what a packed sequence does, without its slow backward pass).
+
+Under autocast (`train.precision: bf16`) the recurrences run their matrix products in autocast's dtype and keep
+everything else in float32 (`_apply`); without autocast every operation runs in the inputs' dtype.
 """
 
 from __future__ import annotations
