@@ -46,10 +46,10 @@ log = logging.getLogger("rnnsearch.bench")
 # from the paper's decoder). Bridge, reset-gate placement and biases differ in details that cost no FLOPs.
 CLOSEST = ("luong", {"cell": "gru", "attention": "additive", "dropout": 0.0})
 MODELS = {"closest": CLOSEST, "rnnsearch": ("rnnsearch", {})}
-SIZES = TRAIN_SIZES["bench"]
+SIZES = TRAIN_SIZES["bench"]  # embeddings 256, hidden 512, alignment 512, maxout 256, 8000 words per side
 # our training runs per round: (model, batching, precision); the decodes use the fp32 runs' weights
 TRAIN_RUNS = (("closest", "sorted", "fp32"), ("closest", "random", "fp32"), ("rnnsearch", "sorted", "fp32"),
-              ("closest", "sorted", "bf16"))  # embeddings 256, hidden 512, alignment 512, maxout 256, 8000 words per side
+              ("closest", "sorted", "bf16"))
 
 
 def _shortlist_and_ids(path: str):
