@@ -100,22 +100,22 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
     n_finished = torch.zeros(B, dtype=torch.long, device=dev)
     slot = torch.arange(K, device=dev).unsqueeze(0)  # (1, K)
     src_len = lengths.tolist()
-    active = list(range(B))  # the sentences still searched, in row order (finished ones leave the batch)
+    active = list(range(B))  # the A sentences still searched, in row order (finished ones leave the batch)
     for t in range(int(limits.max())):
         logits, s, alpha = model.step(y, s, memory)
-        logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits, t + 1 < min_len)  # (B*K, V)
+        logp = _restrict(F.log_softmax(logits, -1), forbid_unk, t + 1 >= limits, t + 1 < min_len)  # (A*K, V)
         # the K best continuations of a sentence are among the K best words of each of its hypotheses: take
         # those first (K of V per row), then the best K of the K·K candidates
         k1 = min(K, logp.size(1))
-        row_lp, row_word = logp.topk(k1, dim=1)  # (B*K, k1)
+        row_lp, row_word = logp.topk(k1, dim=1)  # (A*K, k1)
         cand = (scores.view(-1, 1) + row_lp).view(len(active), K * k1)
-        top, idx = cand.topk(K, dim=1)  # (B, K), sorted best first
+        top, idx = cand.topk(K, dim=1)  # (A, K), sorted best first
         live = (slot < (K - n_finished).unsqueeze(1)) & torch.isfinite(top)  # the beam narrows as hyps finish
         origin = (idx // k1 + torch.arange(len(active), device=dev).unsqueeze(1) * K).view(-1)  # parent rows
-        word = row_word.view(len(active), K * k1).gather(1, idx)  # (B, K)
+        word = row_word.view(len(active), K * k1).gather(1, idx)  # (A, K)
         history = torch.cat([history[origin], word.view(-1, 1)], dim=1)
         if alpha is not None:
-            step_alpha = alpha[origin].unsqueeze(1)  # (B*K, 1, Tx)
+            step_alpha = alpha[origin].unsqueeze(1)  # (A*K, 1, Tx)
             alpha_hist = step_alpha if alpha_hist is None else torch.cat([alpha_hist[origin], step_alpha], 1)
         s = s[origin]
         ended = live & (word == EOS_ID)
@@ -131,7 +131,7 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
         n_finished += ended.sum(1)
         scores = top.masked_fill(~live | ended, float("-inf"))
         y = word.view(-1)
-        searching = torch.isfinite(scores).any(1)  # (B,): a sentence with no live hypothesis is done
+        searching = torch.isfinite(scores).any(1)  # (A,): a sentence with no live hypothesis is done
         if not bool(searching.all()):
             if not bool(searching.any()):
                 break
