@@ -40,13 +40,16 @@ def model_and_batch(arch, overrides, seed=0, dtype=torch.float32):
     return model, make_batch(src, tgt, list(range(len(src))))
 
 
-def run(model, batch, fused: bool):
+def run(model, batch, fused: bool, bf16: bool = False):
+    """Log-probabilities and parameter gradients of one batch; with `bf16`, the forward pass under bf16 autocast
+    and the backward pass outside it, as train.py does."""
     model.encoder.fused = fused and model.cfg["cell"] == "gru"
     model.decoder.fused = fused
     model.zero_grad()
-    logits = model(batch.x, batch.lengths, batch.y_in)
-    logp = torch.log_softmax(logits, -1)
-    torch.nn.functional.nll_loss(logp.flatten(0, 1), batch.y_out.flatten(), ignore_index=0, reduction="sum").backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logp = torch.log_softmax(model(batch.x, batch.lengths, batch.y_in).float(), -1)
+        loss = torch.nn.functional.nll_loss(logp.flatten(0, 1), batch.y_out.flatten(), ignore_index=0, reduction="sum")
+    loss.backward()
     return logp.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
 
 
@@ -184,18 +187,6 @@ class ProductDtypes(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def run_autocast(model, batch, fused: bool):
-    """`run` with the forward pass under bf16 autocast and the backward pass outside it, as train.py does."""
-    model.encoder.fused = fused and model.cfg["cell"] == "gru"
-    model.decoder.fused = fused
-    model.zero_grad()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        logp = torch.log_softmax(model(batch.x, batch.lengths, batch.y_in).float(), -1)
-        loss = torch.nn.functional.nll_loss(logp.flatten(0, 1), batch.y_out.flatten(), ignore_index=0, reduction="sum")
-    loss.backward()
-    return logp.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
-
-
 @pytest.mark.parametrize("name", list(FUSED))
 def test_fused_path_under_bf16_autocast(name):
     """train.precision: bf16. The fused paths run their matrix products in bf16 and keep states, gates and sums in
@@ -204,8 +195,8 @@ def test_fused_path_under_bf16_autocast(name):
     model, batch = model_and_batch(*FUSED[name])
     logp32, grads32 = run(model, batch, True)
     with ProductDtypes() as products:
-        logp_fused, grads_fused = run_autocast(model, batch, True)
-    logp_plain, grads_plain = run_autocast(model, batch, False)
+        logp_fused, grads_fused = run(model, batch, True, bf16=True)
+    logp_plain, grads_plain = run(model, batch, False, bf16=True)
     bf16 = torch.bfloat16
     assert {(op, a, b) for op, a, b in products.seen if op in ("mm", "addmm")} <= {("mm", bf16, bf16), ("addmm", bf16, bf16)}
     assert products.seen["mm", bf16, bf16] >= 8 and products.seen["bmm", bf16, bf16] >= 1  # the encoder's W_h
