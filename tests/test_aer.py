@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rnnsearch.aer import alignment_scores, hard_links, read_gold
-from rnnsearch.corpus import synthetic
-from rnnsearch.text import tokenize_lines
+from rnnsearch.data.corpus import synthetic
+from rnnsearch.data.text import tokenize_lines
+from rnnsearch.evaluation.aer import alignment_scores, hard_links, read_gold
 from rnnsearch.textio import InputError
 
 

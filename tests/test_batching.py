@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from rnnsearch.batching import PaperBatches
+from rnnsearch.data.batching import PaperBatches
 
 
 def corpus(n: int = 1000, seed: int = 0):

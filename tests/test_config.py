@@ -35,7 +35,7 @@ def test_shipped_configs_are_valid():
     offline = cfg.load_params([REPO / "params.yaml", REPO / "workflow" / "configs" / "multi30k.yaml",
                                REPO / "workflow" / "configs" / "local.yaml"])
     assert offline["data"]["source"] == "local" and offline["model"] == m30k["model"]
-    assert offline["extra_tests"]["test_2018_flickr"] == "../shared/data/multi30k_enfr/test_2018_flickr"
+    assert offline["extra_tests"]["test_2018_flickr"] == "data/multi30k_enfr/test_2018_flickr"
 
 
 def test_unknown_key_is_named_with_its_path():
@@ -93,8 +93,8 @@ def test_overlays_merge_key_by_key(tmp_path):
     c = cfg.load_params([REPO / "params.yaml", overlay])
     assert c["model"]["n"] == 7 and c["model"]["m"] == params()["model"]["m"]
     assert cfg.model_config(c, "rnnsearch-50")["n"] == 7
-    assert cfg.train_config(c, "rnnsearch-50")["max_updates"] == 3
-    assert cfg.train_config(c, "rnnsearch-30")["max_updates"] == params()["train"]["max_updates"]
+    assert cfg.train_config(c, "rnnsearch-50").max_updates == 3
+    assert cfg.train_config(c, "rnnsearch-30").max_updates == params()["train"]["max_updates"]
     overlay.write_text("models: {rnnsearch-30: null, rnnencdec-30: null}\n")  # null removes a key
     assert list(cfg.load_params([REPO / "params.yaml", overlay])["models"]) == ["rnnencdec-50", "rnnsearch-50"]
 

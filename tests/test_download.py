@@ -12,7 +12,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from rnnsearch.corpus.download import DownloadError, Remote, download, extract_tar, gunzip
+from rnnsearch.data.corpus.download import (
+    DownloadError,
+    Remote,
+    download,
+    extract_tar,
+    gunzip,
+)
 from rnnsearch.textio import InputError
 
 BODY = bytes(range(256)) * 4096  # 1 MiB, not compressible into a lucky coincidence

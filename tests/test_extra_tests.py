@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rnnsearch.score import run_extra_scores
+from rnnsearch.evaluation.score import run_extra_scores
 from rnnsearch.textio import InputError
 
 from .conftest import repo_copy

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from rnnsearch.flops import forward_flops, train_flops
+from rnnsearch.bench.flops import forward_flops, train_flops
 from rnnsearch.model import build_model
 
 SIZES = {"m": 12, "n": 10, "n_align": 14, "l": 6}
@@ -49,7 +49,7 @@ def test_paper_size_rnnsearch_per_target_word():
 
 
 def test_training_benchmark_reports_flops_and_utilisation_against_a_gemm_measured_in_the_same_run(tmp_path):
-    from rnnsearch.bench import run_bench_train
+    from rnnsearch.bench.speed import run_bench_train
 
     r = run_bench_train("rnnsearch", "bench", 4, 6, 1, 1, "cpu", 1, str(tmp_path / "t.json"))
     assert r["gemm_peak_gflops"] > 0 and 0 < r["utilisation"] < 1.5
@@ -61,7 +61,7 @@ def test_training_benchmark_reports_flops_and_utilisation_against_a_gemm_measure
 
 
 def test_length_scaling_benchmark_writes_points_fit_and_figure(tmp_path):
-    from rnnsearch.bench import run_bench_scaling
+    from rnnsearch.bench.speed import run_bench_scaling
 
     r = run_bench_scaling(["rnnsearch", "rnnencdec"], "bench", [4, 8, 12], 2, 1, 1, "cpu", 1,
                           str(tmp_path / "s.json"), str(tmp_path / "s.png"))
@@ -71,7 +71,11 @@ def test_length_scaling_benchmark_writes_points_fit_and_figure(tmp_path):
 
 
 def test_the_summary_table_reads_every_benchmark_of_the_run(tmp_path):
-    from rnnsearch.bench import run_bench_scaling, run_bench_summary, run_bench_train
+    from rnnsearch.bench.speed import (
+        run_bench_scaling,
+        run_bench_summary,
+        run_bench_train,
+    )
 
     train = []
     for arch in ("rnnsearch", "rnnencdec"):

@@ -11,11 +11,15 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rnnsearch.batching import make_batch
+from rnnsearch.data.batching import make_batch
+from rnnsearch.data.vocab import EOS_ID
 from rnnsearch.model import build_model
-from rnnsearch.model.fused import combined_output_recurrence, deep_output_recurrence, encoder_gru
-from rnnsearch.train import batch_nll
-from rnnsearch.vocab import EOS_ID
+from rnnsearch.model.fused import (
+    combined_output_recurrence,
+    deep_output_recurrence,
+    encoder_gru,
+)
+from rnnsearch.training.train import batch_nll
 
 SIZES = {"m": 24, "n": 32, "n_align": 20, "l": 16}
 FUSED = {  # every configuration a fused path covers

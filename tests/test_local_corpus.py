@@ -8,7 +8,7 @@ import pytest
 
 from rnnsearch import config as cfg
 from rnnsearch.cli import main
-from rnnsearch.corpus.local import run_local_corpus
+from rnnsearch.data.corpus.local import run_local_corpus
 from rnnsearch.textio import InputError
 
 from .conftest import REPO

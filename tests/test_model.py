@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from rnnsearch.batching import make_batch
+from rnnsearch.data.batching import make_batch
+from rnnsearch.data.vocab import EOS_ID
+from rnnsearch.decoding.search import beam_search, greedy
 from rnnsearch.model import PAD, PRESETS, Seq2Seq, build_model, resolve
-from rnnsearch.search import beam_search, greedy
-from rnnsearch.train import batch_nll
-from rnnsearch.vocab import EOS_ID
+from rnnsearch.training.train import batch_nll
 
 SIZES = {"m": 8, "n": 10, "n_align": 7, "l": 6}
 # the presets, and each switch flipped away from its preset

@@ -1,5 +1,5 @@
 """data.source: multi30k: the task-1 files fetched from a loopback HTTP server that serves them gzipped (built here
-from the copy in ../shared/data), checked against the recorded checksums, through the stage and through Snakemake."""
+from the real copy, RNNSEARCH_SHARED_DATA), checked against the recorded checksums, through the stage and through Snakemake."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from rnnsearch import config as cfg
-from rnnsearch.corpus import multi30k
-from rnnsearch.corpus.download import DownloadError
+from rnnsearch.data.corpus import multi30k
+from rnnsearch.data.corpus.download import DownloadError
 from rnnsearch.textio import InputError
 
 from .conftest import REPO, repo_copy
@@ -82,7 +82,8 @@ def test_the_preset_runs_offline_on_the_local_copy(shared_data, tmp_path):
     """README's offline command (the preset, then workflow/configs/local.yaml) through the whole DAG, with a
     reduced budget: 20 updates of small models, beam 2."""
     ws = repo_copy(tmp_path / "ws")
-    (tmp_path / "shared").symlink_to(shared_data.parent)  # local.yaml reads ../shared/data/multi30k_enfr
+    (ws / "data").mkdir()
+    (ws / "data" / "multi30k_enfr").symlink_to(shared_data / "multi30k_enfr")  # where local.yaml reads the text
     (ws / "ci.yaml").write_text(yaml.safe_dump({
         "model": {"m": 32, "n": 32, "n_align": 32, "l": 16},
         "models": {"rnnencdec-50": {"max_updates": 20}, "rnnsearch-50": {"max_updates": 20}},

@@ -1,9 +1,10 @@
 """The equal-time experiment against JoeyNMT: the comparison table from fixtures, and the real thing on the tiny
-pipeline when a Python with joeynmt 2.3.0 is installed (.ci/run installs one as ../shared/bench/README.md says)."""
+pipeline when a Python with joeynmt 2.3.0 is named by RNNSEARCH_PEER_PYTHON (.ci/run installs one)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import yaml
 from sacrebleu.metrics import BLEU, CHRF
 
-from rnnsearch.peer import check_peer_python, run_compare
+from rnnsearch.peer.experiment import check_peer_python, run_compare
 from rnnsearch.textio import InputError
 
 from .conftest import REPO, repo_copy
@@ -51,8 +52,10 @@ def test_a_python_without_joeynmt_is_named(tmp_path):
 
 
 def peer_python_or_skip() -> str:
-    """params.yaml's peer.python when it has JoeyNMT 2.3.0 (.ci/run installs it), else the test is skipped."""
-    python = yaml.safe_load((REPO / "params.yaml").read_text())["peer"]["python"]
+    """$RNNSEARCH_PEER_PYTHON when it has JoeyNMT 2.3.0 (.ci/run installs one), else the test is skipped."""
+    python = os.environ.get("RNNSEARCH_PEER_PYTHON")
+    if not python:
+        pytest.skip("RNNSEARCH_PEER_PYTHON is not set (a Python with joeynmt 2.3.0)")
     try:
         check_peer_python(python)
     except InputError as e:
@@ -62,11 +65,7 @@ def peer_python_or_skip() -> str:
 
 def test_joeynmt_trains_for_our_training_time_on_our_data(tmp_path):
     python = peer_python_or_skip()
-    if not (REPO.parent / "shared" / "bench" / "joeynmt_rnnsearch.yaml").exists():
-        pytest.skip("../shared/bench/joeynmt_rnnsearch.yaml not found")
-    ws = repo_copy(tmp_path, {"models": {"rnnsearch-50": {"max_updates": 60}}})
-    if not (ws.parent / "shared").exists():  # peer.config is ../shared/bench/..., as beside the repository
-        (ws.parent / "shared").symlink_to(REPO.parent / "shared")
+    ws = repo_copy(tmp_path, {"models": {"rnnsearch-50": {"max_updates": 60}}, "peer": {"python": python}})
     p = subprocess.run([str(BIN / "snakemake"), "--cores", "2", "peer"], cwd=ws, capture_output=True, text=True,
                        env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
     assert p.returncode == 0, p.stderr[-3000:]
@@ -86,12 +85,12 @@ def test_joeynmt_trains_for_our_training_time_on_our_data(tmp_path):
 
 def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
     """bench-peer at its smallest: one round on Multi30k, 12 updates (2 timed), greedy fixed-length decoding."""
-    from rnnsearch.benchpeer import run_bench_peer
+    from rnnsearch.bench.peer import run_bench_peer
 
     python = peer_python_or_skip()
     shared = REPO.parent / "shared"
     if not (shared / "bench" / "peer_joeynmt.sh").exists() or not (shared / "data" / "PROVENANCE.md").exists():
-        pytest.skip("../shared/bench or ../shared/data not found")
+        pytest.skip(f"the peer benchmark or its data not found in {shared}")
     r = run_bench_peer(str(shared / "bench" / "peer_joeynmt.sh"), python, str(shared / "data"), ["multi30k"], 12, 10,
                        1, ["greedy"], 2, 42, str(tmp_path / "peer.json"), str(tmp_path / "peer.md"),
                        str(tmp_path / "peer.log"))

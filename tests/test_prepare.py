@@ -8,10 +8,17 @@ from collections import Counter
 
 import pytest
 
-from rnnsearch.benchdata import run_bench_data
-from rnnsearch.prepare import run_clean, run_gather, run_shard, shard_bounds
+from rnnsearch.bench.data import run_bench_data
+from rnnsearch.data.prepare import run_clean, run_gather, run_shard, shard_bounds
+from rnnsearch.data.vocab import (
+    Vocab,
+    build_vocab,
+    count_words,
+    merge_counts,
+    run_count,
+    run_vocab,
+)
 from rnnsearch.textio import InputError
-from rnnsearch.vocab import Vocab, build_vocab, count_words, merge_counts, run_count, run_vocab
 
 
 @pytest.mark.parametrize("n,k", [(10, 3), (3, 5), (0, 2), (7, 1)])

@@ -18,12 +18,12 @@ import yaml
 
 from rnnsearch import config as cfg
 from rnnsearch.checkpoint import save_checkpoint
-from rnnsearch.corpus import synthetic
+from rnnsearch.data.corpus import synthetic
+from rnnsearch.data.text import run_tokenize
+from rnnsearch.data.vocab import run_vocab
 from rnnsearch.model import build_model
-from rnnsearch.text import run_tokenize
 from rnnsearch.textio import EXIT_INTERRUPTED, InputError, atomic_path
-from rnnsearch.train import make_optimizer, run_train
-from rnnsearch.vocab import run_vocab
+from rnnsearch.training.train import make_optimizer, run_train
 
 from .conftest import REPO
 
@@ -109,8 +109,8 @@ def test_checkpoint_of_another_config_is_refused_with_the_difference(data: Path,
     model = build_model(other, 153, 153)
     config = {"name": "rnnsearch-50", "model": other, "train": params["train"], "seed": params["seed"],
               "src_vocab": 153, "tgt_vocab": 153}
-    save_checkpoint(tmp_path / "checkpoint.pt", model, make_optimizer(model.parameters(), params["train"]), 3,
-                    {"epoch": 0, "offset": 0, "in_block": 3}, config)
+    optimizer = make_optimizer(model.parameters(), params["train"]["optimizer"], params["train"]["lr"])
+    save_checkpoint(tmp_path / "checkpoint.pt", model, optimizer, 3, {"epoch": 0, "offset": 0, "in_block": 3}, config)
     with pytest.raises(InputError, match=r"checkpoint.pt: written for another configuration \(model.n: 8 in the "
                                          r"checkpoint, 16 now\); delete it"):
         _train_in_process(data, tmp_path)
@@ -192,7 +192,7 @@ def test_patience_stops_training_early(data: Path, tmp_path: Path):
 
 def test_the_second_seed_preset_trains_resumes_and_translates(data: Path, tmp_path: Path):
     from rnnsearch.checkpoint import load_model
-    from rnnsearch.search import translate_ids
+    from rnnsearch.decoding.search import translate_ids
 
     params = yaml.safe_load((data / "params.yaml").read_text())
     params["models"]["rnnsearch-50"].update(arch="luong", max_updates=20)
@@ -216,7 +216,8 @@ def _gru_state(params: dict):
     model = build_model(gru, 153, 153)
     config = {"name": "rnnsearch-50", "model": gru, "train": params["train"], "seed": params["seed"],
               "src_vocab": 153, "tgt_vocab": 153}
-    return model, make_optimizer(model.parameters(), params["train"]), 3, {"epoch": 0, "offset": 0, "in_block": 3}, config
+    optimizer = make_optimizer(model.parameters(), params["train"]["optimizer"], params["train"]["lr"])
+    return model, optimizer, 3, {"epoch": 0, "offset": 0, "in_block": 3}, config
 
 
 @pytest.mark.parametrize("arch", ["rnnsearch", "luong"])

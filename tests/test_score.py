@@ -13,9 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from rnnsearch.score import bleu_by_length, buckets, no_unk_ids, sacre_bleu, tokenized_bleu
-from rnnsearch.text import tokenize_lines
-from rnnsearch.vocab import build_vocab
+from rnnsearch.data.text import tokenize_lines
+from rnnsearch.data.vocab import build_vocab
+from rnnsearch.evaluation.score import (
+    bleu_by_length,
+    buckets,
+    no_unk_ids,
+    sacre_bleu,
+    tokenized_bleu,
+)
 
 HYPS = ["le chat est sur le tapis .", "il y a un chat sur le tapis", "la maison bleue", "je ne sais pas ."]
 REFS = ["le chat est assis sur le tapis .", "il y a un chat sur le tapis .", "la maison est bleue", "je ne sais pas ."]
@@ -69,7 +75,11 @@ def test_no_unk_subset_needs_every_word_in_both_shortlists():
 def test_bucket_bleu_from_summed_statistics_and_bootstrap_interval():
     import numpy as np
 
-    from rnnsearch.score import bleu_from_stats, bootstrap_interval, sentence_stats
+    from rnnsearch.evaluation.score import (
+        bleu_from_stats,
+        bootstrap_interval,
+        sentence_stats,
+    )
 
     stats = sentence_stats(HYPS, REFS)
     assert stats.shape == (4, 10)

@@ -7,10 +7,10 @@ import itertools
 import pytest
 import torch
 
-from rnnsearch.batching import pad
+from rnnsearch.data.batching import pad
+from rnnsearch.data.vocab import EOS_ID, UNK_ID
+from rnnsearch.decoding.search import beam_search, greedy, translate_ids
 from rnnsearch.model import packing
-from rnnsearch.search import beam_search, greedy, translate_ids
-from rnnsearch.vocab import EOS_ID, UNK_ID
 
 from .test_model import tiny
 

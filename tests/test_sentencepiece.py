@@ -14,7 +14,15 @@ import torch
 
 from rnnsearch import config as cfg
 from rnnsearch.checkpoint import vocabs_of
-from rnnsearch.vocab import EOS_ID, UNK_ID, Vocab, count_words, run_vocab, spm_path, train_sentencepiece
+from rnnsearch.data.vocab import (
+    EOS_ID,
+    UNK_ID,
+    Vocab,
+    count_words,
+    run_vocab,
+    spm_path,
+    train_sentencepiece,
+)
 
 from .conftest import REPO, repo_copy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rnnsearch.corpus.sgm import read_sgm
+from rnnsearch.data.corpus.sgm import read_sgm
 from rnnsearch.textio import InputError, read_lines
 
 QUIRKS = """<srcset setid="newstest2011" srclang="any">

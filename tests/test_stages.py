@@ -159,7 +159,7 @@ def test_stage_errors_name_the_file(run: Path, tmp_path: Path, capsys):
 
 
 def test_figure3_a_is_the_configured_sentence(run: Path, tmp_path: Path, capsys, monkeypatch):
-    from rnnsearch import plots
+    from rnnsearch.evaluation import plots
 
     drawn = {}
     monkeypatch.setattr(plots, "alignment_figure", lambda alpha, src, hyp, title, path: drawn.setdefault(path.name, title))

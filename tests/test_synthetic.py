@@ -8,9 +8,10 @@ from collections import Counter
 import pytest
 import sacrebleu
 
-from rnnsearch.corpus import synthetic
-from rnnsearch.corpus.synthetic import Adjective, Grammar, Lexicon, Noun, detokenize_fr
-from rnnsearch.text import tokenize_lines
+from rnnsearch.data.corpus import synthetic
+from rnnsearch.data.corpus.lexicon import Adjective, Lexicon, Noun
+from rnnsearch.data.corpus.synthetic import Grammar, detokenize_fr
+from rnnsearch.data.text import tokenize_lines
 
 SIZES = dict(n_nouns=400, n_adjectives=100, n_verbs=80, n_names=150)
 

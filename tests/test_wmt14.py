@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from rnnsearch.cli import main
-from rnnsearch.corpus import wmt14
-from rnnsearch.corpus.download import DownloadError
+from rnnsearch.data.corpus import wmt14
+from rnnsearch.data.corpus.download import DownloadError
 from rnnsearch.textio import InputError
 
 from .conftest import REPO, repo_copy
@@ -52,7 +52,7 @@ def quirky_sgm(segments: list[str], setid: str, lang: str, role: str) -> bytes:
     <seg> split over two lines, escaped entities, and a second document whose ids start at 7."""
     esc = [s.replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;") for s in segments]
     half = len(esc) // 2
-    out = [f'<{role}set setid="{setid}" srclang="any" trglang="{lang}">', f'<DOC sysid="ref" docid="d1" genre="news">']
+    out = [f'<{role}set setid="{setid}" srclang="any" trglang="{lang}">', '<DOC sysid="ref" docid="d1" genre="news">']
     for i, s in enumerate(esc[:half], 1):
         if i == 2:
             words = s.split(" ")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-from .model import Seq2Seq, build_model
-from .textio import InputError, atomic_path
-from .vocab import Vocab
+from rnnsearch.data.vocab import Vocab
+from rnnsearch.model import Seq2Seq, build_model
+from rnnsearch.textio import InputError, atomic_path
 
 
 def save_checkpoint(path: str | Path, model: Seq2Seq, optimizer, update: int, data_position: dict, config: dict,

@@ -4,8 +4,8 @@
 over it key by key, the way Snakemake merges `--configfile`. The merged config is validated against
 `workflow/schemas/params.schema.yaml` (the same file Snakemake validates with) plus a few cross-key checks.
 
-Each stage reads only the keys listed for it in `STAGE_KEYS`; the Snakemake rules declare the same keys
-as `params:` (so a change reruns exactly the affected jobs) and `dvc.yaml` lists them under `params:`.
+Each stage reads only the keys its record in `rnnsearch.stages` declares; the Snakemake rules declare the same
+keys as `params:` (so a change reruns exactly the affected jobs) and `dvc.yaml` lists them under `params:`.
 """
 
 from __future__ import annotations
@@ -16,80 +16,11 @@ from typing import Any, Iterable
 
 import yaml
 
-from .textio import InputError
+from rnnsearch.settings import TrainConfig, typed
+from rnnsearch.textio import InputError
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO / "workflow" / "schemas" / "params.schema.yaml"
-
-# The params each stage reads. "{model}" is the model being trained (a key of `models`).
-STAGE_KEYS: dict[str, list[str]] = {
-    "download": ["data.multi30k.url"],
-    "download-archive": ["data.wmt14.lium_url", "data.wmt14.statmt_url", "data.wmt14.records"],
-    "extract": [],
-    "corpus": ["seed", "data"],
-    "shard": [],
-    "tokenize": ["tokenize"],
-    "clean": ["prepare.max_len", "prepare.max_ratio"],
-    "gather": [],
-    "count": [],
-    "filter": [],
-    "vocab": ["seed", "vocab"],
-    "data-report": ["data.src", "data.tgt", "prepare.max_len", "prepare.max_ratio"],
-    "train": ["seed", "model", "train", "models.{model}"],
-    "translate": ["decode", "data.tgt"],
-    "score": ["seed", "score"],
-    "tables": ["score"],
-    "figures": ["seed", "figures"],
-    "aer": ["aer.format", "aer.threshold", "decode.batch_size", "decode.device"],
-    "report": ["seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "aer", "figures"],
-    "bench-decode": ["decode"],
-    "bench-peer": ["peer.python"],
-    "peer": ["seed", "peer", "vocab", "decode.beam", "train.threads", "data.src", "data.tgt"],
-    "compare-peer": [],
-    "score-extra": [],
-}
-
-# The source each stage runs, relative to src/rnnsearch: the rules list it as input, so editing it reruns the stage
-# (under Snakemake by modification time, under DVC by content).
-STAGE_MODULES = {
-    "download": ["corpus/download.py", "corpus/multi30k.py"],
-    "download-archive": ["corpus/download.py", "corpus/wmt14.py"],
-    "extract": ["corpus/download.py", "corpus/wmt14.py"],
-    "corpus": ["corpus"],
-    "shard": ["prepare.py"],
-    "tokenize": ["text.py"],
-    "clean": ["prepare.py"],
-    "gather": ["prepare.py"],
-    "count": ["vocab.py"],
-    "filter": ["prepare.py"],
-    "vocab": ["vocab.py"],
-    "data-report": ["datareport.py", "prepare.py"],
-    "bench-data": ["benchdata.py", "text.py", "vocab.py"],
-    "train": ["train.py", "batching.py", "checkpoint.py", "search.py", "score.py", "presets.py", "model"],
-    "translate": ["translate.py", "search.py", "checkpoint.py", "presets.py", "model"],
-    "score": ["score.py"],
-    "tables": ["tables.py", "score.py"],
-    "figures": ["plots.py"],
-    "aer": ["aer.py", "checkpoint.py", "presets.py", "model"],
-    "report": ["report.py"],
-    "bench-decode": ["bench.py", "cpu.py", "search.py", "checkpoint.py", "presets.py", "model"],
-    "bench-train": ["bench.py", "cpu.py", "flops.py", "train.py", "batching.py", "presets.py", "model"],
-    "bench-scaling": ["bench.py", "cpu.py", "flops.py", "train.py", "batching.py", "presets.py", "model"],
-    "bench-peer": ["benchpeer.py", "bench.py", "benchdata.py", "cpu.py", "flops.py", "train.py", "batching.py",
-                   "search.py", "vocab.py", "peer.py", "presets.py", "model"],
-    "bench": ["bench.py"],
-    "peer": ["peer.py", "peer_joeynmt.py", "text.py"],
-    "compare-peer": ["peer.py"],
-    "score-extra": ["score.py"],
-}
-
-
-# Rules whose stage has another name (the CLI uses hyphens; translate_extra runs `rnnsearch translate`).
-RULE_STAGE = {"download_archive": "download-archive", "tokenize_shard": "tokenize", "translate_extra": "translate",
-              "score_extra": "score-extra", "bench_decode": "bench-decode", "bench_train": "bench-train", "bench_scaling": "bench-scaling",
-              "bench_peer": "bench-peer",
-              "peer_joeynmt": "peer", "peer": "compare-peer", "data_report": "data-report", "bench_data": "bench-data"}
-
 
 class ConfigError(InputError):
     """An invalid params.yaml: the message names the key and what was expected."""
@@ -180,7 +111,7 @@ def validate(config: dict, source: str = "params.yaml") -> None:
 
 
 def _cross_checks(config: dict) -> list[str]:
-    from .presets import PRESETS, check
+    from rnnsearch.model.presets import PRESETS, check
 
     problems = []
     fig = config["figures"]
@@ -197,14 +128,14 @@ def _cross_checks(config: dict) -> list[str]:
     if config["data"]["source"] == "local" and "local" not in config["data"]:
         problems.append("'data.local': data.source is 'local' but no files are given (data.local: {train, dev, test})")
     if config["data"]["source"] == "multi30k":
-        from .corpus.multi30k import LANGS
+        from rnnsearch.data.corpus.multi30k import LANGS
 
         pair = (config["data"]["src"], config["data"]["tgt"])
         if not set(pair) <= set(LANGS) or pair[0] == pair[1]:
             problems.append(f"'data.src', 'data.tgt': data.source multi30k has checksums recorded for {' and '.join(LANGS)} "
                             f"only, got {pair[0]}-{pair[1]}")
     if config["data"]["source"] == "wmt14":
-        from .corpus.wmt14 import LANGS
+        from rnnsearch.data.corpus.wmt14 import LANGS
 
         pair = (config["data"]["src"], config["data"]["tgt"])
         if set(pair) != set(LANGS):
@@ -232,37 +163,30 @@ def lookup(config: dict, dotted: str) -> Any:
     return node
 
 
-def stage_keys(stage: str, model: str | None = None) -> list[str]:
-    return [k.format(model=model) for k in STAGE_KEYS[stage]]
-
-
-def stage_code(stage: str) -> list[str]:
-    """The source files of a stage, as paths from the repository root (directories expanded)."""
-    files = []
-    for m in STAGE_MODULES[stage]:
-        path = REPO / "src" / "rnnsearch" / m
-        found = sorted(path.glob("*.py")) if path.is_dir() else [path]
-        files += [str(f.relative_to(REPO)) for f in found]
-    return files
-
-
 def stage_params(config: dict, stage: str, model: str | None = None) -> dict[str, Any]:
     """{dotted key: value} of exactly what `stage` reads."""
-    return {k: lookup(config, k) for k in stage_keys(stage, model)}
+    from rnnsearch.stages import BY_NAME, Params
+
+    return Params({k: lookup(config, k) for k in BY_NAME[stage].keys_for(model)})
+
+
+def dump(files: Iterable[str | Path] | None) -> str:
+    """The merged, validated params files as YAML (`rnnsearch check-params`)."""
+    return yaml.safe_dump(load_params(files or ["params.yaml"]), sort_keys=False)
 
 
 def model_config(config: dict, name: str) -> dict:
     """The resolved config of one model: its preset `arch`, the shared `model` sizes, then its own overrides
     (sizes and ablation switches) from `models.<name>`."""
-    from .presets import resolve
+    from rnnsearch.model.presets import resolve
 
     entry = config["models"][name]
     return resolve(entry["arch"], {**config["model"], **entry}, entry)
 
 
-def train_config(config: dict, name: str) -> dict:
+def train_config(config: dict, name: str) -> TrainConfig:
     entry = config["models"][name]
-    return {**config["train"], **{k: entry[k] for k in ("max_updates", "patience") if k in entry}}
+    return typed(TrainConfig, {**config["train"], **{k: entry[k] for k in ("max_updates", "patience") if k in entry}})
 
 
 def train_lengths(config: dict) -> list[int]:

@@ -2,7 +2,7 @@
 
 The Snakefile is the one description of the pipeline. This module builds its DAG (all jobs, forced) through
 Snakemake's API and writes one DVC stage per job: the same shell command, the job's input files plus the
-stage's source modules as `deps`, the `params` the stage declares in `rnnsearch.config.STAGE_KEYS`, and the
+stage's source modules as `deps`, the `params` the stage's record in `rnnsearch.stages` declares, and the
 job's output files as `outs` (scores and statistics as `metrics`, curves and CSVs as `plots`; all cached,
 since results/ is not in git, so that `dvc exp show` and `dvc plots diff` can read them for every experiment).
 `rnnsearch dvc-yaml --check` (run by the tests) fails when the committed dvc.yaml is stale.
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from . import config as cfg
-from .textio import InputError, atomic_path
+from rnnsearch.stages import STAGES, stage_of_rule
+from rnnsearch.textio import InputError, atomic_path
 
 METRICS = ("results/scores/", "train_stats.json", "decode_stats.json", "results/data/vocab.json")
 # Plots for `dvc plots show`: data series with their axes, and the pipeline's own figures as images.
@@ -65,7 +65,7 @@ def stage_of(job) -> dict:
     model = job.wildcards_dict.get("model")
     stage: dict = {"cmd": " ".join(job.shellcmd.split())}
     stage["deps"] = sorted(set(map(str, job.input)))  # the rules list the stage's source modules as inputs
-    keys = cfg.stage_keys(cfg.RULE_STAGE.get(name, name), model)
+    keys = stage_of_rule(name).keys_for(model)
     if keys:
         stage["params"] = keys
     outs, metrics, plots = [], [], []
@@ -92,10 +92,8 @@ def _plot(path: str, model: str | None):
 
 
 def render(jobs) -> str:
-    """dvc.yaml text: stages in pipeline order (the order of STAGE_MODULES), then by name."""
-    order = list(cfg.STAGE_MODULES)
-    jobs = sorted(jobs, key=lambda j: (order.index(cfg.RULE_STAGE.get(j.rule.name, j.rule.name)), j.rule.name,
-                                       stage_name(j)))
+    """dvc.yaml text: stages in pipeline order (the order of the stage registry), then by name."""
+    jobs = sorted(jobs, key=lambda j: (STAGES.index(stage_of_rule(j.rule.name)), j.rule.name, stage_name(j)))
     return HEADER + yaml.safe_dump({"stages": {stage_name(j): stage_of(j) for j in jobs}}, sort_keys=False, width=100)
 
 

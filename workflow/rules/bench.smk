@@ -45,14 +45,13 @@ rule bench_train:
         " --threads {threads} --out {output} --log {log}"
 
 
-# Real text for the data benchmark: the project's development data beside the checkout when it is there (Europarl v7
-# and Multi30k raw; a Moses-tokenized Europarl sample for the LIUM path), else the embedded corpus.
-SHARED_DATA = "../shared/data"
-PEER_BENCH = "../shared/bench"
-if os.path.exists(f"{SHARED_DATA}/PROVENANCE.md"):
-    BENCH_RAW = [(lang, f"{SHARED_DATA}/{f}.{lang}") for f in ("europarl_v7_samples/cs124sampleB", "multi30k_enfr/train")
+# Real text for the data benchmark: `bench.data` when it is set (Europarl v7 and Multi30k raw; a Moses-tokenized
+# Europarl sample for the LIUM path), else the embedded corpus.
+BENCH_DATA, BENCH_PEER = config["bench"]["data"], config["bench"]["peer"]
+if BENCH_DATA:
+    BENCH_RAW = [(lang, f"{BENCH_DATA}/{f}.{lang}") for f in ("europarl_v7_samples/cs124sampleB", "multi30k_enfr/train")
                  for lang in ("en", "fr")]
-    BENCH_PRETOK = [(lang, f"{SHARED_DATA}/europarl_v7_samples/cs124sampleA.tok.{lang}") for lang in ("en", "fr")]
+    BENCH_PRETOK = [(lang, f"{BENCH_DATA}/europarl_v7_samples/cs124sampleA.tok.{lang}") for lang in ("en", "fr")]
 else:
     BENCH_RAW = [(lang, f"results/data/raw/train.{lang}") for lang in (SRC, TGT)]
     BENCH_PRETOK = [(lang, f"results/data/tok/train.{lang}") for lang in (SRC, TGT)]
@@ -97,18 +96,18 @@ rule bench_scaling:
 
 
 rule bench_peer:
-    """Training and fixed-length decoding side by side with JoeyNMT 2.3.0 (../shared/bench), alternating A, B, A, B
-    on Multi30k and Europarl ≤50: `snakemake --cores 2 bench_peer` (about 40 minutes on 2 cores). Needs peer.python
-    (JoeyNMT installed as ../shared/bench/README.md says) and ../shared/data."""
+    """Training and fixed-length decoding side by side with JoeyNMT 2.3.0 (the peer benchmark, `bench.peer`),
+    alternating A, B, A, B on Multi30k and Europarl ≤50: `snakemake --cores 2 bench_peer` (about 40 minutes on 2
+    cores). Needs peer.python, bench.peer and bench.data."""
     input:
-        script=f"{PEER_BENCH}/peer_joeynmt.sh",
+        script=lambda w: f"{setting('bench.peer', 'bench_peer')}/peer_joeynmt.sh",
         code=stage_code("bench-peer"),
     output:
         json="results/bench/peer.json",
         md="results/bench/peer.md",
     params:
-        python=config["peer"]["python"],
-        raw=SHARED_DATA,
+        python=lambda w: setting("peer.python", "bench_peer"),
+        raw=lambda w: setting("bench.data", "bench_peer"),
     threads: 256  # all of --cores, for both sides
     conda:
         "../../envs/rnnsearch.yaml"
@@ -122,11 +121,11 @@ rule bench_peer:
 
 rule bench:
     """Every speed and memory benchmark of the model in one run, and results/bench/summary.md:
-    `snakemake --cores 2 bench` (about an hour on 2 cores; the peer comparison only where ../shared/bench is)."""
+    `snakemake --cores 2 bench` (about an hour on 2 cores; the peer comparison when `bench.peer` is set)."""
     input:
         train=expand("results/bench/train_{size}_{arch}.json", size=["bench", "paper"], arch=["rnnsearch", "rnnencdec"]),
         scaling=rules.bench_scaling.output.json,
-        peer=rules.bench_peer.output.md if os.path.exists(f"{PEER_BENCH}/peer_joeynmt.sh") else [],
+        peer=rules.bench_peer.output.md if BENCH_PEER else [],
         code=stage_code("bench"),
     output:
         "results/bench/summary.md",

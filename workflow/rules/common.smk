@@ -5,6 +5,7 @@ import re
 from snakemake.exceptions import WorkflowError
 
 from rnnsearch import config as rcfg
+from rnnsearch.stages import stage_code as stage_files
 
 if workflow.config_settings.config:
     raise WorkflowError(
@@ -48,18 +49,28 @@ wildcard_constraints:
 
 def stage_params(stage, model=None):
     """The values a stage reads: declared as Snakemake params so that a change reruns exactly its jobs."""
-    return rcfg.stage_params(config, stage, model)
+    return dict(rcfg.stage_params(config, stage, model))
 
 
 def stage_code(stage):
     """The stage's source files: inputs, so that editing the code reruns the stage."""
-    return rcfg.stage_code(stage)
+    return stage_files(stage)
+
+
+def setting(key, rule):
+    """A params value that `rule` needs and that has no default (a path on the user's machine): unset, the rule
+    stops before it runs, saying what to set."""
+    value = rcfg.lookup(config, key)
+    if value is None:
+        raise WorkflowError(f"rule {rule} needs '{key}', which is unset: set it in params.yaml or an overlay "
+                            "(docs/configuration.md, docs/benchmarks.md)")
+    return value
 
 
 def train_cost(model):
     """Relative cost of a training job, as its scheduling priority: the longest jobs start first."""
     entry = config["models"][model]
-    updates = rcfg.train_config(config, model)["max_updates"]
+    updates = rcfg.train_config(config, model).max_updates
     return updates * entry["train_max_len"] * (2 if entry["arch"] == "rnnsearch" else 1) // 1000
 
 
@@ -70,7 +81,7 @@ def cluster_resources(kind):
 
 
 def multi30k_files():
-    from rnnsearch.corpus.multi30k import files
+    from rnnsearch.data.corpus.multi30k import files
 
     return files(config["data"]["multi30k"]["test"], SRC, TGT)
 
@@ -90,7 +101,7 @@ def wmt14_archives():
     """The archives data.source wmt14 downloads (none for other sources)."""
     if config["data"]["source"] != "wmt14":
         return []
-    from rnnsearch.corpus.wmt14 import archives
+    from rnnsearch.data.corpus.wmt14 import archives
 
     return archives(config["data"]["wmt14"]["selection"])
 

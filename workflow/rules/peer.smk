@@ -18,6 +18,7 @@ rule peer_joeynmt:
     params:
         stage=stage_params("peer"),
         files=PARAMS,
+        python=lambda w: setting("peer.python", "peer_joeynmt"),
         train=lambda w, input: os.path.splitext(input.train[0])[0],  # JoeyNMT reads <prefix>.<lang>
         dev=lambda w, input: os.path.splitext(input.dev[0])[0],
         test=lambda w, input: os.path.splitext(input.test[0])[0],

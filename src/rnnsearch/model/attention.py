@@ -5,7 +5,7 @@ Every alignment model scores each source annotation h_j against a query q (the p
     c_i  = Σ_j α_ij h_j                               (expected annotation, the context vector)
 The scores:
     additive (the paper)    e_ij = v_aᵀ tanh(W_a q + U_a h_j)
-    multiplicative          e_ij = qᵀ W_a h_j          (Luong et al. 2015 "general"; the second seed's W_attProj)
+    multiplicative          e_ij = qᵀ W_a h_j          (Luong et al. 2015 "general"; Luong et al.'s W_attProj)
     dot                     e_ij = qᵀ h_j              (needs q and h_j of the same size)
 The part that depends on h_j only (U_a h_j, W_a h_j, h_j) is computed once per batch (`precompute`) and
 reused at every decoder step.
@@ -16,14 +16,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..presets import ATTENTIONS
-
-
-def _attend(e: torch.Tensor, h: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Masked softmax of the energies e (B, Tx) and the context c (B, ctx); α is exactly 0 on padding."""
-    alpha = torch.softmax(e.masked_fill(~mask, float("-inf")), dim=1)  # (B, Tx)
-    c = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)  # (B, ctx)
-    return c, alpha
+from rnnsearch.model.equations import additive_energies, align
+from rnnsearch.model.presets import ATTENTIONS
 
 
 class AdditiveAttention(nn.Module):
@@ -41,8 +35,8 @@ class AdditiveAttention(nn.Module):
     def forward(self, s_prev: torch.Tensor, h: torch.Tensor, U_a_h: torch.Tensor,
                 mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """s_prev (B, n), h (B, Tx, ctx), U_a_h (B, Tx, n'), mask (B, Tx) True on real words → c (B, ctx), α (B, Tx)."""
-        e = self.v_a(torch.tanh(self.W_a(s_prev).unsqueeze(1) + U_a_h)).squeeze(2)  # (B, Tx)
-        return _attend(e, h, mask)
+        _, e = additive_energies(self.W_a(s_prev), U_a_h, lambda p: self.v_a(p).squeeze(2))  # (B, Tx)
+        return align(e, h, ~mask)
 
 
 class MultiplicativeAttention(nn.Module):
@@ -57,7 +51,7 @@ class MultiplicativeAttention(nn.Module):
 
     def forward(self, q, h, W_a_h, mask):
         e = torch.bmm(W_a_h, q.unsqueeze(2)).squeeze(2)  # (B, Tx)
-        return _attend(e, h, mask)
+        return align(e, h, ~mask)
 
 
 class DotAttention(nn.Module):
@@ -67,7 +61,7 @@ class DotAttention(nn.Module):
         return h
 
     def forward(self, q, h, keys, mask):
-        return _attend(torch.bmm(keys, q.unsqueeze(2)).squeeze(2), h, mask)
+        return align(torch.bmm(keys, q.unsqueeze(2)).squeeze(2), h, ~mask)
 
 
 def make_attention(kind: str, n: int, ctx_dim: int, n_align: int) -> nn.Module | None:

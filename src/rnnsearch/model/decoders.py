@@ -10,7 +10,7 @@
     t_i = [max(t̃_{i,2j−1}, t̃_{i,2j})]_{j=1..l}          (maxout over pairs)
     p(y_i | y_{<i}, x) ∝ exp(y_iᵀ W_o t_i)
 
-**The second seed's formulation** (`CombinedOutputDecoder`; Luong et al. 2015 with input feeding): the state
+**Luong et al. (2015)'s formulation** (`CombinedOutputDecoder`; Luong et al. 2015 with input feeding): the state
 is updated first and then queries the attention, and one tanh layer combines both:
     h_t = RNN([E y_{t−1} ; o_{t−1}], h_{t−1})            (input feeding; without it the input is E y_{t−1})
     a_t = attention(h_t, h)
@@ -29,8 +29,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import AdditiveAttention
-from .fused import combined_output_recurrence, deep_output_recurrence
+from rnnsearch.model.attention import AdditiveAttention
+from rnnsearch.model.equations import gru_step
+from rnnsearch.model.fused import combined_output_recurrence, deep_output_recurrence
 
 
 class ConditionalGRU(nn.Module):
@@ -59,9 +60,7 @@ class ConditionalGRU(nn.Module):
         x = W_Ey + self.C(c) if self.C is not None else W_Ey
         # split/chunk rather than slicing: their backward concatenates instead of filling zeros per slice
         x_h, x_zr = x.split([self.n, 2 * self.n], dim=1)  # (B, n), (B, 2n) from y and c
-        z, r = torch.sigmoid(x_zr + self.U_zr(s_prev)).chunk(2, dim=1)  # (B, n) each
-        s_tilde = torch.tanh(x_h + self.U(r * s_prev))
-        return (1 - z) * s_prev + z * s_tilde
+        return gru_step(s_prev, lambda s: x_zr + self.U_zr(s), lambda rs: x_h + self.U(rs))[0]
 
 
 class ConditionalLSTM(nn.Module):
@@ -177,7 +176,7 @@ class DeepOutputDecoder(nn.Module):
 
 
 class CombinedOutputDecoder(nn.Module):
-    """The second seed's decoder: state first, then attention with the new state, o_t = dropout(tanh(W_u[a_t; h_t]))."""
+    """Luong et al. (2015)'s decoder: state first, then attention with the new state, o_t = dropout(tanh(W_u[a_t; h_t]))."""
 
     def __init__(self, vocab_size: int, m: int, n: int, ctx_dim: int, attention: nn.Module | None,
                  cell: str = "lstm", input_feeding: bool = True, dropout: float = 0.0):

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .fused import encoder_gru
+from rnnsearch.model.fused import encoder_gru
 
 
 class Encoder(nn.Module):

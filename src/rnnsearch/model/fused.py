@@ -13,8 +13,20 @@ Two recurrences, the only ones the presets train with a GRU and additive (or no)
     `deep_output_recurrence`      App. A.2.2 (RNNsearch, RNNencdec): c_i = attend(s_{i−1}); s_i = GRU(s_{i−1}, E y_{i−1}, c_i)
     `combined_output_recurrence`  attention on the new state, input feeding: s_t = GRU(s_{t−1}, [E y_{t−1}; o_{t−1}]);
                                   a_t = attend(s_t); o_t = tanh(W_u [a_t; s_t])  (JoeyNMT's decoder, Luong et al. 2015)
-The equations are those of `decoders.ConditionalGRU` and `attention.AdditiveAttention`; tests/test_fused.py
-checks logits and every gradient against the autograd path (`fused = False` on the decoder).
+The forward equations are `model/equations.py`'s, which `decoders.ConditionalGRU` and
+`attention.AdditiveAttention` call too; this module's own code is the hand-written backward pass.
+tests/test_fused.py checks logits and every gradient against the autograd path (`fused = False` on the decoder).
+
+Symbols (App. A), per target position i (rows of the batch b, source positions j):
+    X        W E y_{i−1} + biases, all three gates' input-side terms [x_h | x_zr]   (B, Ty, 3n)
+    S        s_{i−1} (deep output) or s_0 … s_Ty (combined output)                 (B, Ty(+1), n)
+    Z, R, St z_i, r_i, s̃_i; RS = r_i ∘ s_{i−1}                                    (B, Ty, n)
+    keys     U_a h_j, precomputed once per batch                                  (B, Tx, n')
+    P        tanh(W_a s_{i−1} + U_a h_j), kept per step for the backward pass      (B, Tx, n') each
+    A, Cc    α_ij and c_i                                                         (B, Ty, Tx), (B, Ty, ctx)
+    W_a, v_a, C, U_zr, U    the weights W_a, v_a, [C; C_z; C_r], [U_z; U_r], U
+    O, W_u   o_t and W_u of the combined-output decoder
+    dX, dS…  ∂L/∂X, ∂L/∂S, …
 
 The encoder's GRU (`encoder_gru`, nn.GRU's equations) gets the same treatment, and more: both directions advance
 in one batched product per step, and the rows are sorted by length so that step t computes only the sentences
@@ -27,6 +39,8 @@ everything else in float32 (`_apply`); without autocast every operation runs in 
 from __future__ import annotations
 
 import torch
+
+from rnnsearch.model.equations import additive_energies, align, gru_step
 
 
 # ------------------------------------------------------------------------------------------- mixed precision
@@ -65,11 +79,10 @@ def _addmm_(x: torch.Tensor, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 # ------------------------------------------------------------------------------------------- the two pieces
 def _attend(q_proj: torch.Tensor, keys: torch.Tensor, v: torch.Tensor, h: torch.Tensor, masked: torch.Tensor):
-    """Additive attention from W_a q: p = tanh(W_a q + U_a h_j) (B, Tx, n'), α (B, Tx), c (B, ctx)."""
-    p = torch.add(keys, q_proj.unsqueeze(1)).tanh_()  # (B, Tx, n')
-    e = torch.matmul(p, v).masked_fill_(masked, float("-inf"))  # (B, Tx)
-    alpha = torch.softmax(e, dim=1)
-    c = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)  # (B, ctx)
+    """Additive attention from W_a q (`equations.additive_energies`, `equations.align`): p = tanh(W_a q + U_a h_j)
+    (B, Tx, n'), α (B, Tx), c (B, ctx)."""
+    p, e = additive_energies(q_proj, keys, lambda p: torch.matmul(p, v))  # (B, Tx, n'), (B, Tx)
+    c, alpha = align(e, h, masked)
     return p, alpha, c
 
 
@@ -85,11 +98,9 @@ def _attend_backward(gc: torch.Tensor, p: torch.Tensor, alpha: torch.Tensor, h: 
 
 
 def _gru(x: torch.Tensor, s: torch.Tensor, U_zr: torch.Tensor, U: torch.Tensor, n: int):
-    """The paper's GRU from its input-side sum x = [x_h | x_zr] (B, 3n): returns s_i, z, r, s̃."""
+    """The paper's GRU (`equations.gru_step`) from its input-side sum x = [x_h | x_zr] (B, 3n): s_i, z, r, s̃."""
     x_h, x_zr = x.split([n, 2 * n], dim=1)
-    z, r = torch.sigmoid(_addmm(x_zr, s, U_zr.t())).chunk(2, dim=1)
-    s_tilde = torch.tanh(_addmm(x_h, r * s, U.t()))
-    return (1 - z) * s + z * s_tilde, z, r, s_tilde
+    return gru_step(s, lambda s: _addmm(x_zr, s, U_zr.t()), lambda rs: _addmm(x_h, rs, U.t()))
 
 
 def _gru_backward(g: torch.Tensor, s: torch.Tensor, z, r, s_tilde, U_zr, U, dx: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """RNNsearch (Bahdanau et al. 2015, App. A.2), RNNencdec (Cho et al. 2014a) and their ablations, as one module.
 
-A model is a named preset plus overrides (`rnnsearch.presets`): the paper's two models, and the second seed's
+A model is a named preset plus overrides (`rnnsearch.model.presets`): the paper's two models, and Luong et al. (2015)'s
 formulation (bidirectional LSTM, multiplicative attention, combined output, input feeding).
 
 The model knows nothing of files or vocabularies. Search, training and scoring use three methods:
@@ -16,10 +16,10 @@ from dataclasses import dataclass, fields, replace
 import torch
 from torch import nn
 
-from ..presets import resolve
-from .attention import make_attention
-from .decoders import CombinedOutputDecoder, DeepOutputDecoder
-from .encoders import Encoder
+from rnnsearch.model.attention import make_attention
+from rnnsearch.model.decoders import CombinedOutputDecoder, DeepOutputDecoder
+from rnnsearch.model.encoders import Encoder
+from rnnsearch.model.presets import resolve
 
 PAD = 0  # shared by both vocabularies; E(PAD) is the zero vector, used as E y_0 at the first step
 
@@ -45,7 +45,7 @@ class Seq2Seq(nn.Module):
 
     Initial decoder state: the paper's s_0 = tanh(W_s ←h_1) (h_Tx when unidirectional); with a fixed context,
     c = tanh(V h_Tx) and s_0 = tanh(W_s c) (Cho et al. 2014a); the combined-output decoder starts from
-    s_0 = W_s [→h_Tx; ←h_1] and, for an LSTM, memory cell W_c [→c_Tx; ←c_1] (the second seed's W_h, W_c).
+    s_0 = W_s [→h_Tx; ←h_1] and, for an LSTM, memory cell W_c [→c_Tx; ←c_1] (Luong et al. 2015's W_h, W_c).
     """
 
     def __init__(self, cfg: dict, src_vocab: int, tgt_vocab: int):

@@ -1,0 +1,152 @@
+"""Stage 6: translate the test set with beam search, twice: all sentences ([UNK] allowed), and the No-UNK
+subset with [UNK] forbidden (Table 1's two columns). Saves each translation's attention matrix α."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rnnsearch.checkpoint import check_vocabs, load_checkpoint, model_of
+from rnnsearch.data.text import detokenize_lines
+from rnnsearch.data.vocab import Vocab
+from rnnsearch.decoding.search import translate_ids, translate_nbest
+from rnnsearch.evaluation.score import no_unk_ids
+from rnnsearch.runtime import resolve_device
+from rnnsearch.settings import DecodeConfig
+from rnnsearch.textio import (
+    InputError,
+    atomic_path,
+    read_lines,
+    write_json_atomic,
+    write_lines_atomic,
+)
+
+log = logging.getLogger("rnnsearch.translate")
+
+
+def _progress(total: int, desc: str):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        return None
+    return tqdm(total=total, desc=desc, unit="sent", mininterval=5, leave=False, disable=None)  # off without a TTY
+
+
+def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_vocab_path: str, tgt_vocab_path: str,
+                  out_dir: str, decode: DecodeConfig, tgt_lang: str) -> dict:
+    out = Path(out_dir)
+    torch.set_num_threads(decode.threads)
+    device = resolve_device(decode.device)
+    state = load_checkpoint(checkpoint, device)
+    model, config = model_of(state, checkpoint, device)
+    src_vocab, tgt_vocab = Vocab.load(src_vocab_path), Vocab.load(tgt_vocab_path)
+    check_vocabs(state, checkpoint, src=(src_vocab_path, src_vocab), tgt=(tgt_vocab_path, tgt_vocab))
+    src_tok, ref_tok = read_lines(src_tok_path), read_lines(ref_tok_path)
+    src_ids = [src_vocab.encode(s.split()) for s in src_tok]
+    opts = dict(beam=decode.beam, batch_size=decode.batch_size, max_len_a=decode.max_len_a,
+                max_len_b=decode.max_len_b, length_norm=decode.length_norm, device=device)
+
+    start = time.perf_counter()
+    bar = _progress(len(src_ids), f"{config['name']} beam {opts['beam']}")
+    hyps = translate_ids(model, src_ids, forbid_unk=False, progress=bar, **opts)
+    seconds_all = time.perf_counter() - start
+    ids = no_unk_ids(src_tok, ref_tok, src_vocab, tgt_vocab)
+    nounk = translate_ids(model, [src_ids[i] for i in ids], forbid_unk=True, progress=bar, **opts)
+    if bar is not None:
+        bar.close()
+
+    hyp_tok = [" ".join(tgt_vocab.decode(h.tokens)) for h in hyps]
+    write_lines_atomic(out / "test.hyp.tok", hyp_tok)
+    write_lines_atomic(out / "test.hyp", detokenize_lines(hyp_tok, tgt_lang))
+    nk_tok = [" ".join(tgt_vocab.decode(h.tokens)) for h in nounk]
+    write_lines_atomic(out / "nounk.hyp.tok", nk_tok)
+    write_lines_atomic(out / "nounk.hyp", detokenize_lines(nk_tok, tgt_lang))
+    write_json_atomic(out / "nounk.json", {"ids": ids, "definition": "no out-of-shortlist word in source or reference"})
+    with atomic_path(out / "attention.npz") as tmp, open(tmp, "wb") as f:
+        # α_ij of each translation, rows = generated words (</s> included), columns = source words (</s> included);
+        # with a subword vocabulary rows and columns are pieces, listed under "src.<i>" and "hyp.<i>"
+        alphas = {str(i): h.alpha.numpy().astype(np.float16) for i, h in enumerate(hyps) if h.alpha is not None}
+        if src_vocab.spm is not None:
+            for i, h in enumerate(hyps):
+                if h.alpha is not None:
+                    alphas[f"src.{i}"] = np.array(src_vocab.units(src_tok[i].split()) + ["</s>"])
+                    alphas[f"hyp.{i}"] = np.array(tgt_vocab.decode(h.tokens, units=True) + ["</s>"])
+        np.savez_compressed(f, **alphas)
+    stats = {"model": config["name"], "arch": config["model"]["arch"], "sentences": len(src_ids), "beam": opts["beam"], "batch_size": opts["batch_size"],
+             "seconds_all": round(seconds_all, 3), "sentences_per_s": round(len(src_ids) / seconds_all, 2),
+             "nounk_sentences": len(ids), "device": str(device), "threads": decode.threads}
+    write_json_atomic(out / "decode_stats.json", stats)
+    log.info("%s: %d sentences in %.1f s (%.1f sent/s, beam %d); No-UNK subset: %d sentences",
+             config["name"], len(src_ids), seconds_all, stats["sentences_per_s"], opts["beam"], len(ids))
+    return stats
+
+
+SHADES = " .:-=+*#%@"  # α from 0 to 1, for alignments drawn as text
+
+
+def alignment_text(alpha, src: list[str], hyp: list[str]) -> str:
+    """α as a character grid: one row per generated word, one column per source word (0 ' ' … 1 '@')."""
+    width = max(map(len, hyp))
+    lines = [" " * (width + 1) + " ".join(f"{j:>2}" for j in range(len(src)))]
+    for word, row in zip(hyp, alpha.tolist()):
+        cells = " ".join(" " + SHADES[min(int(a * len(SHADES)), len(SHADES) - 1)] for a in row)
+        lines.append(f"{word:>{width}} {cells}")
+    lines += [f"{' ' * width} {j:>2} = {w}" for j, w in enumerate(src)]
+    return "\n".join(lines)
+
+
+def translate_text(checkpoint: str, lines: list[str], beam: int, max_len_a: float, max_len_b: int,
+                   length_norm: bool, src_lang: str, tgt_lang: str, src_vocab: str | None = None,
+                   tgt_vocab: str | None = None, batch_size: int = 32, n_best: int = 1):
+    """Raw sentences in; per sentence, in order, its `n_best` translations, best first, each as
+    (detokenized translation, source tokens, output tokens, α or None, log-probability)."""
+    from rnnsearch.checkpoint import load_checkpoint, model_of, vocabs_of
+    from rnnsearch.data.text import tokenize_lines
+
+    state = load_checkpoint(checkpoint)  # read once: weights and vocabularies
+    model, _ = model_of(state, checkpoint)
+    sv, tv = (Vocab.load(src_vocab), Vocab.load(tgt_vocab)) if src_vocab and tgt_vocab else vocabs_of(state, checkpoint)
+    src_tok = tokenize_lines(lines, src_lang)
+    nbest = translate_nbest(model, [sv.encode(s.split()) for s in src_tok], beam=beam, batch_size=batch_size,
+                            max_len_a=max_len_a, max_len_b=max_len_b, length_norm=length_norm, n_best=n_best)
+    for src, hyps in zip(src_tok, nbest):
+        outputs = [tv.decode(h.tokens) for h in hyps]
+        detok = detokenize_lines([" ".join(o) for o in outputs], tgt_lang)
+        yield [(text, sv.units(src.split()) + ["</s>"], tv.decode(h.tokens, units=True) + ["</s>"], h.alpha, h.score)
+               for text, h in zip(detok, hyps)]
+
+
+def translate_user(checkpoint: str, input: str, output: str | None, beam: int, max_len_a: float, max_len_b: int,
+                   length_norm: bool, n_best: int, src_lang: str, tgt_lang: str, src_vocab: str | None,
+                   tgt_vocab: str | None, alignment: bool, heatmap_dir: str | None) -> None:
+    """`rnnsearch translate --checkpoint M [--input F]`: translations on stdout (or in `output`), one per line, in
+    order; with `alignment` each α as text on stderr, with `heatmap_dir` as PNGs."""
+    lines = sys.stdin.read().splitlines() if input == "-" else read_lines(input)
+    if n_best > beam:
+        raise InputError(f"--n-best {n_best} needs --beam of at least {n_best} (got {beam})")
+    results = translate_text(checkpoint, lines, beam, max_len_a, max_len_b, length_norm, src_lang, tgt_lang,
+                             src_vocab, tgt_vocab, n_best=n_best)
+    written: list[str] = []
+    emit = written.append if output else (lambda line: print(line, flush=True))
+    for i, nbest in enumerate(results, 1):
+        if n_best > 1:
+            for text, _, out, _, score in nbest:
+                emit(f"{i - 1} ||| {text} ||| {score:.4f} ||| {score / (len(out) - 1 or 1):.4f}")
+        else:
+            emit(nbest[0][0])
+        text, src, out, alpha, _ = nbest[0]
+        if alpha is None and (alignment or heatmap_dir):
+            raise InputError(f"{checkpoint}: this model has no alignment model (RNNencdec): no alignments")
+        if alignment:
+            print(f"[{i}]\n{alignment_text(alpha, src, out)}", file=sys.stderr)
+        if heatmap_dir:
+            from rnnsearch.evaluation.plots import alignment_figure
+
+            alignment_figure(alpha.numpy(), src, out, f"sentence {i}", Path(heatmap_dir) / f"alignment_{i}.png")
+    if output:
+        write_lines_atomic(output, written)

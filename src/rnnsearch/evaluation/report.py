@@ -1,0 +1,84 @@
+"""Stage 9: one Markdown page with the tables, the figures, sample translations, long-sentence translations (the
+paper's Table 3) and the parameters of the run, linking the files under `results/`."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import yaml
+
+from rnnsearch.textio import atomic_path, read_json, read_lines
+
+
+def _rel(path: str, start: Path) -> str:
+    return os.path.relpath(path, start)
+
+
+def _bleu_cell(bucket: dict) -> str:
+    if bucket["bleu"] is None:
+        return "–"
+    if bucket.get("ci_low") is None:
+        return f"{bucket['bleu']:.2f}"
+    return f"{bucket['bleu']:.2f} [{bucket['ci_low']:.1f}, {bucket['ci_high']:.1f}]"
+
+
+def long_sentence_examples(src: list[str], min_len: int, k: int) -> list[int]:
+    """The first k test sentences with at least min_len source words (deterministic, like Table 3)."""
+    return [i for i, s in enumerate(src) if len(s.split()) >= min_len][:k]
+
+
+def sample_sentences(n: int, seed: int, k: int) -> list[int]:
+    """k test sentence indices drawn reproducibly from the seed, in file order."""
+    return sorted(random.Random(seed).sample(range(n), min(k, n)))
+
+
+def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, alignments: list[str], score_files: list[str],
+               src_raw: str, ref_raw: str, hyp_files: dict[str, str], out: str, aer_file: str | None = None) -> None:
+    out_path = Path(out)
+    base = out_path.parent
+    scores = [read_json(f) for f in score_files]
+    src, ref = read_lines(src_raw), read_lines(ref_raw)
+    hyps = {m: read_lines(p) for m, p in hyp_files.items()}
+    lines = ["# rnnsearch: results of this run", "",
+             "Reproduction of Bahdanau, Cho & Bengio (2015), *Neural Machine Translation by Jointly Learning to "
+             "Align and Translate*, on the corpus configured in `params.yaml` "
+             f"(`data.source: {params['data']['source']}`).", "",
+             "## Table 1: BLEU on the test set", "", Path(table1_md).read_text(encoding="utf-8"),
+             "## Table 2: learning statistics", "", Path(table2_md).read_text(encoding="utf-8"),
+             "## Figure 2: BLEU by sentence length", "", f"![Figure 2]({_rel(figure2, base)})", ""]
+    lines += ["Tokenized BLEU per source-length bucket [bootstrap 95% interval].", ""]
+    header = "| bucket | " + " | ".join(s["model"] for s in scores) + " |"
+    lines += [header, "|" + "---|" * (len(scores) + 1)]
+    for j, b in enumerate(scores[0]["by_length"]):
+        cells = [_bleu_cell(s["by_length"][j]) for s in scores]
+        lines.append(f"| {b['bucket']} ({b['sentences']} sent.) | " + " | ".join(cells) + " |")
+    lines += ["", "## Figure 3: alignments of " + params["figures"]["alignment_model"], ""]
+    lines += [f"![{Path(a).stem}]({_rel(a, base)})" for a in alignments]
+    if aer_file:
+        aer = read_json(aer_file)
+        lines += ["", f"## Alignment error rate of {aer['model']}", "",
+                  f"Attention against the gold links of {aer['sentences']} test sentences ({aer['gold']}), the "
+                  "reference forced; links: the argmax of α for each reference word"
+                  + (f", or every α ≥ {aer['threshold']}" if aer["threshold"] else "") + ".", "",
+                  "| links | AER | precision | recall | hard links | sure gold links |", "|---|---|---|---|---|---|"]
+        for name, key in (("argmax", "argmax"), (f"argmax + α ≥ {aer['threshold']}", "with_threshold")):
+            if key in aer:
+                r = aer[key]
+                lines.append(f"| {name} | {r['aer']:.3f} | {r['precision']:.3f} | {r['recall']:.3f} | {r['links']} | "
+                             f"{r['sure']} |")
+    lines += ["", "## Sample translations", "",
+              f"Five test sentences drawn with `seed` {params['seed']}, each model's output as scored (detokenized).", ""]
+    for i in sample_sentences(len(src), params["seed"], 5):
+        lines += [f"**Sentence {i + 1}**", "", f"- Source: {src[i]}", f"- Reference: {ref[i]}"]
+        lines += [f"- {m}: {h[i]}" for m, h in hyps.items()]
+        lines.append("")
+    lines += ["## Table 3: translations of long test sentences", ""]
+    for i in long_sentence_examples(src, 30, 3):
+        lines += [f"**Sentence {i + 1}** ({len(src[i].split())} words)", "", f"- Source: {src[i]}", f"- Reference: {ref[i]}"]
+        lines += [f"- {m}: {h[i]}" for m, h in hyps.items()]
+        lines.append("")
+    lines += ["## Parameters", "", "```yaml", yaml.safe_dump(params, sort_keys=False).rstrip(), "```", ""]
+    with atomic_path(out_path) as tmp:
+        tmp.write_text("\n".join(lines), encoding="utf-8")

@@ -1,0 +1,56 @@
+"""Model presets and ablation switches: a model is a named preset plus overrides, one key per switch.
+
+    cell             gru | lstm                 the recurrent unit of encoder and decoder
+    bidirectional    true | false               annotations [→h_j; ←h_j] (RNNsearch) or →h_j (RNNencdec)
+    attention        additive | multiplicative | dot | none   (none: a fixed context c, as in RNNencdec)
+    combined_output  false | true               false: the paper's deep maxout output, attention on s_{i−1};
+                                                true: o_t = dropout(tanh(W_u[a_t; h_t])), attention on h_t
+    input_feeding    false | true               the decoder's input is [E y_{t−1}; o_{t−1}] (combined output only)
+    dropout          0 ≤ p < 1                  on the output layer's input (t_i, or o_t)
+
+This module imports no torch, so configuration checks (Snakemake parses the workflow with them) stay quick.
+"""
+
+from __future__ import annotations
+
+ATTENTIONS = ("additive", "multiplicative", "dot", "none")
+
+PRESETS: dict[str, dict] = {
+    # the paper: bidirectional GRU encoder, additive attention on s_{i−1}, deep maxout output (App. A.2)
+    "rnnsearch": {"cell": "gru", "bidirectional": True, "attention": "additive", "combined_output": False,
+                  "input_feeding": False, "dropout": 0.0},
+    # Cho et al. (2014a): unidirectional GRU encoder, fixed context c = tanh(V h_Tx), the same decoder
+    "rnnencdec": {"cell": "gru", "bidirectional": False, "attention": "none", "combined_output": False,
+                  "input_feeding": False, "dropout": 0.0},
+    # Luong et al. (2015): BiLSTM, multiplicative attention on h_t, o_t = tanh(W_u[a_t; h_t])
+    "luong": {"cell": "lstm", "bidirectional": True, "attention": "multiplicative", "combined_output": True,
+              "input_feeding": True, "dropout": 0.3},
+}
+SWITCHES = tuple(PRESETS["rnnsearch"])
+SIZES = ("m", "n", "n_align", "l")
+
+
+def resolve(arch: str, sizes: dict, overrides: dict | None = None) -> dict:
+    """The full model config: the preset `arch`, then `overrides` (any of SWITCHES), and the sizes."""
+    if arch not in PRESETS:
+        raise ValueError(f"unknown arch {arch!r}: expected one of {', '.join(PRESETS)}")
+    cfg = {"arch": arch, **{k: sizes[k] for k in SIZES}, **PRESETS[arch]}
+    cfg.update({k: v for k, v in (overrides or {}).items() if k in SWITCHES})
+    problems = check(cfg)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return cfg
+
+
+def check(cfg: dict) -> list[str]:
+    """Combinations that cannot be built, each as a sentence naming the switch."""
+    problems = []
+    if cfg["attention"] not in ATTENTIONS:
+        problems.append(f"attention {cfg['attention']!r}: expected one of {', '.join(ATTENTIONS)}")
+    ctx = (2 if cfg["bidirectional"] else 1) * cfg["n"]
+    if cfg["attention"] == "dot" and ctx != cfg["n"]:
+        problems.append(f"attention 'dot' compares the decoder state (n={cfg['n']}) with annotations of size {ctx}: "
+                        "it needs bidirectional: false (or use 'multiplicative')")
+    if cfg["input_feeding"] and not cfg["combined_output"]:
+        problems.append("input_feeding feeds o_{t-1} of the combined output: it needs combined_output: true")
+    return problems

@@ -1,0 +1,49 @@
+"""Typed settings of the stages that run the model: frozen dataclasses built once from the validated params
+(`rnnsearch.config` validates them against workflow/schemas/params.schema.yaml, which documents every key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """`train:` of params.yaml with a model's own `max_updates` and `patience` (App. B.2; the schema documents
+    each key)."""
+
+    optimizer: str
+    lr: float
+    rho: float
+    eps: float
+    batch_size: int
+    batch_tokens: int
+    sort_batches: int
+    clip_norm: float
+    max_updates: int
+    patience: int
+    log_every: int
+    checkpoint_every: int
+    keep_checkpoints: int
+    validate_every: int
+    validate_beam: int
+    device: str
+    precision: str
+    threads: int
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """`decode:` of params.yaml: beam search of the test set (§3)."""
+
+    beam: int
+    batch_size: int
+    max_len_a: float
+    max_len_b: int
+    length_norm: bool
+    device: str
+    threads: int
+
+
+def typed(cls, values: dict):
+    """A config dataclass from a validated section (the schema allows no other keys)."""
+    return cls(**{f.name: values[f.name] for f in fields(cls)})

@@ -1,0 +1,150 @@
+"""What a training keeps between updates, between jobs and on disk.
+
+`TrainState` is the training's progress beside the tensors (update count, learning curve, validations, the best
+state so far, the jobs that worked on it); a checkpoint holds it under "progress", with the model, the optimizer,
+the data position and the RNG states. `start_or_resume` decides, from `checkpoint.pt` in the output folder,
+whether a run starts afresh or continues.
+
+Files in the output folder: `checkpoint.pt` (the last state), `checkpoint-<update>.pt` (the last
+`keep_checkpoints` of them, hard links), `best-<update>.pt` (the validated state with the best dev BLEU) and
+`model.pt` (a hard link to it, once training is done).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from rnnsearch.checkpoint import check_vocabs, load_checkpoint
+from rnnsearch.textio import InputError
+
+log = logging.getLogger("rnnsearch.train")
+
+# Train settings that shape the trajectory: a checkpoint written under other values cannot be resumed.
+# The others (max_updates, patience, log_every, checkpoint_every, keep_checkpoints, validate_every,
+# validate_beam, device, precision, threads) may change between a run and its resumption.
+RESUME_KEYS = ("optimizer", "lr", "rho", "eps", "batch_size", "batch_tokens", "sort_batches", "clip_norm")
+
+
+@dataclass
+class TrainState:
+    """window: summed NLL, sentences and words since the last log line; curve: the logged windows; validations:
+    one row per dev evaluation; best: the best validation so far ({update, bleu, nll}); bad: validations since
+    then; runs: one entry per process that worked on this training (a chain of cluster jobs has several);
+    words: source + target words trained on."""
+
+    update: int = 0
+    seconds: float = 0.0
+    window: list = field(default_factory=lambda: [0.0, 0, 0])
+    curve: list = field(default_factory=list)
+    validations: list = field(default_factory=list)
+    best: dict | None = None
+    bad: int = 0
+    runs: list = field(default_factory=list)
+    words: int = 0
+    finished: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, progress: dict) -> "TrainState":
+        return cls(**{k: v for k, v in progress.items() if k in cls.__dataclass_fields__})
+
+    def patience_spent(self, patience: int) -> bool:
+        return bool(patience) and self.bad >= patience
+
+    def smoothed_train_nll(self) -> float:
+        """The mean of the last three logged windows, as Table 2's training cost."""
+        last = [row["train_nll"] for row in self.curve[-3:]]
+        return sum(last) / len(last) if last else float("nan")
+
+
+def resume_mismatch(saved: dict, config: dict) -> list[str]:
+    """The differences between a checkpoint's config and this run's that forbid resuming it."""
+    diffs = []
+    for key in ("seed", "src_vocab", "tgt_vocab"):
+        if saved.get(key) != config[key]:
+            diffs.append(f"{key}: {saved.get(key)!r} in the checkpoint, {config[key]!r} now")
+    for section, keys in (("model", sorted(set(saved["model"]) | set(config["model"]))), ("train", RESUME_KEYS)):
+        for k in keys:
+            a, b = saved[section].get(k), config[section].get(k)
+            if a != b:
+                diffs.append(f"{section}.{k}: {a!r} in the checkpoint, {b!r} now")
+    return diffs
+
+
+def start_or_resume(out: Path, config: dict, model, optimizer, batches, device, vocabs: dict) -> TrainState | None:
+    """Restore model, optimizer, data position and RNG from `out/checkpoint.pt` and return its state, or return
+    None (a fresh start) after deleting what an earlier run of this folder left. A checkpoint of other settings
+    is refused unless it is finished (an ablation under the same name: trained again from scratch).
+
+    `vocabs`: side → (file, Vocab), checked against the checkpoint's."""
+    path = out / "checkpoint.pt"
+    if path.exists():
+        saved = load_checkpoint(path, device)
+        diffs = resume_mismatch(saved["config"], config)
+        if not diffs:
+            return _restore(saved, path, model, optimizer, batches, device, vocabs)
+        if not saved.get("progress", {}).get("finished"):
+            raise InputError(f"{path}: written for another configuration ({'; '.join(diffs)}); "
+                             "delete it to train from scratch")
+        log.info("%s: %s holds a finished training of another configuration (%s): training from scratch",
+                 config["name"], path, "; ".join(diffs))
+    for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt"), path]:
+        old.unlink(missing_ok=True)
+    return None
+
+
+def _restore(saved: dict, path: Path, model, optimizer, batches, device, vocabs: dict) -> TrainState:
+    check_vocabs(saved, path, **vocabs)
+    model.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["optimizer"])
+    batches.restore(saved["data_position"])
+    state = TrainState.from_dict(saved["progress"])
+    torch.set_rng_state(saved["rng"])
+    if device.type == "cuda" and saved.get("cuda_rng") is not None:  # dropout masks on the GPU
+        torch.cuda.set_rng_state(saved["cuda_rng"], device)
+    log.info("%s: resuming from %s at update %d", saved["config"]["name"], path, state.update)
+    if state.runs and state.runs[-1]["ended_by"] is None:  # killed without a signal: lost what followed its checkpoint
+        state.runs[-1]["ended_by"] = "killed (lost the updates after its last checkpoint)"
+    state.finished = False
+    return state
+
+
+def best_path(out: Path, update: int) -> Path:
+    return out / f"best-{update:09d}.pt"
+
+
+def prune_best(out: Path, best: dict | None) -> None:
+    """Delete best-<update>.pt files other than the current best. Called only when checkpoint.pt has just been
+    written (or at the end), so a run killed later and resumed from that checkpoint still finds its best."""
+    keep = best_path(out, best["update"]) if best else None
+    for path in out.glob("best-*.pt"):
+        if path != keep:
+            path.unlink()
+
+
+def link(source: Path, target: Path) -> None:
+    """`target` as a hard link to `source` (a copy on a filesystem without hard links), replaced atomically."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
+
+
+def keep_last(out: Path, update: int, keep: int) -> None:
+    """checkpoint-<update>.pt beside checkpoint.pt for the last `keep` checkpoints (hard links: no copy)."""
+    if keep <= 0:
+        return
+    link(out / "checkpoint.pt", out / f"checkpoint-{update:09d}.pt")
+    for old in sorted(out.glob("checkpoint-*.pt"))[:-keep]:
+        old.unlink()

@@ -1,0 +1,370 @@
+"""Stage 5: train one model (App. B.2): Adadelta (ε=1e-6, ρ=0.95), minibatches of 80 in the paper's
+length-sorted blocks, gradient L2 norm rescaled to at most 1, a fixed update budget or early stopping on dev
+BLEU (the paper's RNNsearch-50*).
+
+Writes `model.pt` (the state with the best dev BLEU: model, optimizer, RNG, update count, data position,
+config, git commit, vocabularies), a JSON of the learning statistics of Table 2 (updates, epochs, hours,
+device, train NLL, dev NLL), the learning and validation curves as TSV, and dvclive metrics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import platform
+import random
+import signal
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from rnnsearch.checkpoint import load_checkpoint, save_checkpoint
+from rnnsearch.data.batching import Batch, PaperBatches, sequential_batches
+from rnnsearch.data.vocab import PAD_ID, Vocab
+from rnnsearch.model import build_model
+from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
+from rnnsearch.settings import TrainConfig
+from rnnsearch.textio import (
+    Interrupted,
+    read_parallel,
+    write_json_atomic,
+    write_lines_atomic,
+)
+from rnnsearch.training.state import (
+    TrainState,
+    best_path,
+    keep_last,
+    link,
+    prune_best,
+    start_or_resume,
+)
+
+log = logging.getLogger("rnnsearch.train")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def encode_corpus(src_lines: list[str], tgt_lines: list[str], src_vocab: Vocab, tgt_vocab: Vocab):
+    return ([src_vocab.encode(s.split()) for s in src_lines], [tgt_vocab.encode(t.split()) for t in tgt_lines])
+
+
+
+def batch_nll(model, batch: Batch) -> torch.Tensor:
+    """Summed negative log-likelihood of the batch's target words (</s> included)."""
+    logits = model(batch.x, batch.lengths, batch.y_in)  # (B, Ty, K)
+    return F.cross_entropy(logits.flatten(0, 1), batch.y_out.flatten(), ignore_index=PAD_ID, reduction="sum")
+
+
+@torch.no_grad()
+def evaluate_nll(model, src: list[list[int]], tgt: list[list[int]], device, batch_size: int = 80) -> dict:
+    """Dev NLL per sentence (the paper's Table 2 unit: summed over words, averaged over sentences) and per word."""
+    model.eval()
+    total, words = 0.0, 0
+    for batch in sequential_batches(src, tgt, batch_size):
+        batch = batch.to(device)
+        total += float(batch_nll(model, batch))
+        words += batch.target_words
+    model.train()
+    return {"nll_per_sentence": total / len(src), "nll_per_word": total / max(words, 1)}
+
+
+def make_optimizer(params, optimizer: str, lr: float, rho: float = 0.95, eps: float = 1e-6) -> torch.optim.Optimizer:
+    """Adadelta (the paper's, with ρ and ε) or Adam."""
+    if optimizer == "adadelta":
+        return torch.optim.Adadelta(params, lr=lr, rho=rho, eps=eps)
+    return torch.optim.Adam(params, lr=lr, fused=True)  # one kernel per tensor (CPU and CUDA): ~5 % per update
+
+
+@contextlib.contextmanager
+def _stop_on_signals():
+    """SIGTERM (Slurm's time limit, preemption) and SIGINT set a flag that the loop checks after each update."""
+    flag: dict = {}
+    handler = lambda signum, frame: flag.setdefault("signal", signum)  # noqa: E731
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield flag
+    finally:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+
+@torch.no_grad()
+def validate(model, dev_src: list[list[int]], dev_tgt: list[list[int]], dev_src_lines: list[str],
+             dev_ref_lines: list[str], tgt_vocab: Vocab, beam: int, device, samples: int = 3) -> dict:
+    """Dev NLL per sentence and per word, tokenized dev BLEU of greedy (beam 1) or beam decoding, and a few
+    sample translations (source, reference, output) for the log."""
+    from rnnsearch.decoding.search import translate_ids
+    from rnnsearch.evaluation.score import tokenized_bleu
+
+    nll = evaluate_nll(model, dev_src, dev_tgt, device)
+    model.eval()
+    hyps = translate_ids(model, dev_src, beam=beam, batch_size=80, max_len_a=1.5, max_len_b=10, device=device)
+    model.train()
+    out = [" ".join(tgt_vocab.decode(h.tokens)) for h in hyps]
+    picks = [round(k * (len(out) - 1) / max(samples - 1, 1)) for k in range(min(samples, len(out)))]
+    return {**nll, "bleu": tokenized_bleu(out, dev_ref_lines).score,
+            "samples": [(dev_src_lines[i], dev_ref_lines[i], out[i]) for i in picks]}
+
+
+def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src_train: str, tgt_train: str,
+              src_dev: str, tgt_dev: str, src_vocab_path: str, tgt_vocab_path: str, out_dir: str) -> dict:
+    """Train `name` with its resolved model config; everything goes under `out_dir`.
+
+    Every `checkpoint_every` updates, and on SIGTERM/SIGINT, the whole state goes to `checkpoint.pt` (the last
+    `keep_checkpoints` of them also stay as checkpoint-<update>.pt); running the same training again continues
+    from there and ends with the same parameters as an uninterrupted run. Every `validate_every` updates and at
+    the end, the dev set is scored; the best state by dev BLEU is kept (best-<update>.pt) and becomes `model.pt`.
+    With `patience` > 0, training stops after that many validations without a better dev BLEU.
+    """
+    with _stop_on_signals() as stop:  # from the start: a SIGTERM while the data loads is honoured at update 1
+        training = Training(name, model_cfg, train_cfg, seed, (src_train, tgt_train), (src_dev, tgt_dev),
+                            (src_vocab_path, tgt_vocab_path), Path(out_dir))
+        training.loop(stop)
+        return training.finish()
+
+
+class Training:
+    """One process's part of a training: the model, its optimizer, the data, and the `TrainState`."""
+
+    def __init__(self, name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, train: tuple[str, str],
+                 dev: tuple[str, str], vocab_paths: tuple[str, str], out: Path):
+        self.name, self.cfg, self.out = name, train_cfg, out
+        seed_everything(seed)
+        torch.set_num_threads(train_cfg.threads)
+        self.device = device = resolve_device(train_cfg.device)
+        self.bf16 = train_cfg.precision == "bf16"  # autocast on resolve_device's cuda or cpu
+        if self.bf16 and device.type == "cpu" and not native_bf16_cpu():
+            log.warning("precision bf16: this CPU has no bf16 matrix instructions (AVX512-BF16 or AMX), so its bf16 "
+                        "products are emulated and training will be slower than in fp32")
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab = Vocab.load(vocab_paths[0]), Vocab.load(vocab_paths[1])
+        self.src, tgt = encode_corpus(*read_parallel(*train), src_vocab, tgt_vocab)
+        self.dev_lines = read_parallel(*dev)
+        self.dev_src, self.dev_tgt = encode_corpus(*self.dev_lines, src_vocab, tgt_vocab)
+        self.config = {"name": name, "model": model_cfg, "train": asdict(train_cfg), "seed": seed,
+                       "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab)}
+        self.model = build_model(model_cfg, len(src_vocab), len(tgt_vocab)).to(device)
+        self.optimizer = make_optimizer(self.model.parameters(), train_cfg.optimizer, train_cfg.lr, train_cfg.rho,
+                                        train_cfg.eps)
+        self.batches = PaperBatches(self.src, tgt, train_cfg.batch_size, train_cfg.sort_batches, seed,
+                                    train_cfg.batch_tokens)
+        vocabs = {"src": (vocab_paths[0], src_vocab), "tgt": (vocab_paths[1], tgt_vocab)}
+        resumed = start_or_resume(out, self.config, self.model, self.optimizer, self.batches, device, vocabs)
+        self.state = resumed or TrainState()
+        self.run = {"start": self.state.update, "end": self.state.update, "ended_by": None,
+                    "slurm_job": os.environ.get("SLURM_JOB_ID"), "host": platform.node()}
+        self.state.runs.append(self.run)
+        self.commit = git_commit()
+        log.info("%s: %s", name, ", ".join(f"{k} {v}" for k, v in self.model.cfg.items()))
+        log.info("%s: %s parameters, %d training pairs, %d dev pairs, device %s%s, git %s", name,
+                 f"{self.model.num_parameters():,}", len(self.src), len(self.dev_src), device,
+                 " (bf16 autocast)" if self.bf16 else "", self.commit)
+        self.live = _live(out / "dvclive", resume=resumed is not None)
+        self.seconds_before, self.start = self.state.seconds, time.perf_counter()
+
+    def seconds(self) -> float:
+        """Training time so far, over every run of this training."""
+        return self.seconds_before + time.perf_counter() - self.start
+
+    def save(self, path: Path) -> None:
+        self.state.seconds = self.seconds()
+        vocab = {"src": self.src_vocab.words, "tgt": self.tgt_vocab.words,  # self-contained for translation
+                 **{f"{side}_spm": v.spm for side, v in (("src", self.src_vocab), ("tgt", self.tgt_vocab))
+                    if v.spm is not None}}
+        cuda_rng = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
+        save_checkpoint(path, self.model, self.optimizer, self.state.update, self.batches.state(), self.config,
+                        progress=self.state.to_dict(), rng=torch.get_rng_state(), git=self.commit,
+                        cuda_rng=cuda_rng, vocab=vocab)
+
+    def step(self, batch: Batch) -> None:
+        """One update (App. B.2): the mean over sentences of the summed word NLL, its gradient's L2 norm
+        rescaled to at most clip_norm, one optimizer step; the loss and words go into the log window."""
+        batch = batch.to(self.device)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            loss = batch_nll(self.model, batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        (loss / batch.x.size(0)).backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        self.optimizer.step()
+        state = self.state
+        state.update += 1
+        words = batch.source_words + batch.target_words
+        state.window[0] += loss.item()
+        state.window[1] += batch.x.size(0)
+        state.window[2] += words
+        state.words += words
+
+    def loop(self, stop: dict) -> None:
+        """Updates until the budget, early stopping or a signal (which saves a checkpoint and raises Interrupted)."""
+        state, cfg = self.state, self.cfg
+        max_updates, every, validate_every = cfg.max_updates, cfg.checkpoint_every, cfg.validate_every
+        done = state.update >= max_updates or state.patience_spent(cfg.patience)
+        bar = _progress_bar(state.update, max_updates, self.name)
+        self.t_window, self.first_update = self.start, state.update
+        self.model.train()
+        for batch in self.batches if not done else ():
+            self.step(batch)
+            update = state.update
+            if bar is not None:
+                bar.update(1)
+            if update % cfg.log_every == 0 or update == max_updates:
+                self.log_window()
+            if update >= max_updates:
+                break
+            if validate_every and update % validate_every == 0 and self.validate_and_select():
+                log.info("%s: early stop at update %d: dev BLEU has not improved for %d validations", self.name,
+                         update, state.bad)
+                break
+            if stop or (every and update % every == 0):
+                self.checkpoint(stop)
+        if bar is not None:
+            bar.close()
+
+    def log_window(self) -> None:
+        """The log line and learning-curve row of the updates since the last one."""
+        state, now = self.state, time.perf_counter()
+        update, curve, window, max_updates = state.update, state.curve, state.window, self.cfg.max_updates
+        nll, words_per_s = window[0] / window[1], window[2] / (now - self.t_window)
+        eta = (now - self.start) / (update - self.first_update) * (max_updates - update)
+        log.info("%s update %d/%d  epoch %.2f  train NLL/sent %.2f  %.0f words/s  %.2f updates/s  ETA %s",
+                 self.name, update, max_updates, self.batches.position, nll, words_per_s,
+                 (update - max(self.first_update, curve[-1]["update"] if curve else 0)) / (now - self.t_window),
+                 _hms(eta))
+        curve.append({"update": update, "epoch": round(self.batches.position, 4), "train_nll": round(nll, 4),
+                      "words_per_s": round(words_per_s, 1), "seconds": round(self.seconds_before + now - self.start, 2)})
+        if self.live:
+            self.live.step = update
+            self.live.log_metric("train/nll_per_sentence", nll)
+            self.live.log_metric("train/words_per_s", words_per_s)
+            self.live.make_summary()
+        window[:] = [0.0, 0, 0]
+        self.t_window = now
+
+    def checkpoint(self, stop: dict) -> None:
+        """checkpoint.pt (and its dated link); after a signal, also the end of this run: Interrupted."""
+        update = self.state.update
+        self.run.update(end=update, ended_by=f"signal {stop['signal']}" if stop else None)
+        path = self.out / "checkpoint.pt"
+        self.save(path)
+        keep_last(self.out, update, self.cfg.keep_checkpoints)
+        prune_best(self.out, self.state.best)
+        if stop:
+            log.warning("%s: signal %d at update %d: checkpoint saved to %s; rerun to continue",
+                        self.name, stop["signal"], update, path)
+            raise Interrupted(f"{self.name}: interrupted at update {update}")
+
+    def validate_and_select(self) -> bool:
+        """Score the dev set and keep the best state (best-<update>.pt); True when patience has run out."""
+        state, update, beam = self.state, self.state.update, self.cfg.validate_beam
+        v = validate(self.model, self.dev_src, self.dev_tgt, *self.dev_lines, self.tgt_vocab, beam, self.device)
+        best = state.best  # better: a higher dev BLEU, or the same BLEU (e.g. 0 early on) and a lower NLL
+        improved = best is None or (v["bleu"], -v["nll_per_sentence"]) > (best["bleu"], -best["nll"])
+        if improved:
+            state.best, state.bad = {"update": update, "bleu": v["bleu"], "nll": v["nll_per_sentence"]}, 0
+        else:
+            state.bad += 1
+        row = {"update": update, "epoch": round(self.batches.position, 4), "dev_nll": round(v["nll_per_sentence"], 4),
+               "dev_nll_per_word": round(v["nll_per_word"], 4), "dev_bleu": round(v["bleu"], 2)}
+        state.validations.append(row)
+        log.info("%s update %d  dev NLL/sent %.2f  NLL/word %.3f  BLEU %.2f (beam %d)  %s", self.name, update,
+                 v["nll_per_sentence"], v["nll_per_word"], v["bleu"], beam,
+                 "new best" if improved else f"best {state.best['bleu']:.2f} at update "
+                 f"{state.best['update']}, {state.bad} without improvement")
+        for k, (s, r, h) in enumerate(v["samples"], 1):
+            log.info("%s sample %d\n    source:    %s\n    reference: %s\n    output:    %s", self.name, k, s, r, h)
+        if self.live:
+            self.live.step = update
+            for key in ("dev_nll", "dev_nll_per_word", "dev_bleu"):
+                self.live.log_metric(key.replace("_", "/", 1), row[key])
+            self.live.make_summary()
+        if improved:
+            self.save(best_path(self.out, update))
+        return state.patience_spent(self.cfg.patience)
+
+    def finish(self) -> dict:
+        """Validate the final state, keep it in checkpoint.pt (marked finished), link model.pt to the best
+        validated state and write the learning statistics.
+
+        A job killed after this point (Slurm's time limit while Snakemake wraps up, which then deletes the outputs
+        of the "failed" job) is completed by the next attempt without training again."""
+        state, out = self.state, self.out
+        seconds = self.seconds()
+        if not state.validations or state.validations[-1]["update"] != state.update:
+            self.validate_and_select()  # the final state is always validated
+        early = state.patience_spent(self.cfg.patience)
+        self.run.update(end=state.update, ended_by="early stop" if early else "update budget")
+        state.finished = True
+        self.save(out / "checkpoint.pt")
+        prune_best(out, state.best)
+        best = best_path(out, state.best["update"])
+        self.model.load_state_dict(load_checkpoint(best, self.device)["model"])  # the selected model
+        stats = self.stats(seconds, early and state.update < self.cfg.max_updates)
+        link(best, out / "model.pt")
+        write_json_atomic(out / "train_stats.json", stats)
+        _write_tsv(out / "learning_curve.tsv", state.curve)
+        _write_tsv(out / "validation.tsv", state.validations)
+        if self.live:
+            self.live.summary.update({"dev/nll_per_sentence": stats["dev_nll"], "dev/bleu": stats["dev_bleu"]})
+            self.live.end()
+        log.info("%s done: %d updates in %s; model.pt is update %d: dev BLEU %.2f, NLL/sent %.2f (%.3f per word)",
+                 self.name, state.update, _hms(seconds), stats["selected_update"], stats["dev_bleu"],
+                 stats["dev_nll"], stats["dev_nll_per_word"])
+        return stats
+
+    def stats(self, seconds: float, early_stopped: bool) -> dict:
+        """Table 2's row: the learning statistics of the training and of the selected (best) state."""
+        state = self.state
+        selected = next(v for v in state.validations if v["update"] == state.best["update"])
+        return {
+            "model": self.name, "arch": self.config["model"]["arch"], "parameters": self.model.num_parameters(),
+            "updates": state.update, "epochs": round(self.batches.position, 4), "hours": seconds / 3600,
+            "seconds": round(seconds, 2), "device": _device_name(self.device), "threads": self.cfg.threads,
+            "train_nll": state.smoothed_train_nll(), "dev_nll": selected["dev_nll"],
+            "dev_nll_per_word": selected["dev_nll_per_word"], "dev_bleu": selected["dev_bleu"],
+            "selected_update": state.best["update"], "early_stopped": early_stopped,
+            "train_pairs": len(self.src), "git": self.commit, "runs": state.runs,
+            "words": state.words,  # source + target words trained on (all updates)
+        }
+
+
+def _write_tsv(path: Path, rows: list[dict]) -> None:
+    write_lines_atomic(path, ["\t".join(rows[0])] + ["\t".join(str(v) for v in row.values()) for row in rows])
+
+
+def _progress_bar(initial: int, total: int, name: str):
+    """A progress bar over updates when stderr is a terminal (tqdm turns itself off otherwise)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with dvc
+        return None
+    return tqdm(total=total, initial=initial, desc=name, unit="upd", disable=None, leave=False, mininterval=2)
+
+
+def _live(path: Path, resume: bool = False):
+    """dvclive logger (metrics and plots DVC reads), or None when dvclive is not installed."""
+    try:
+        from dvclive import Live
+    except ImportError:  # pragma: no cover - dvclive is a declared dependency
+        return None
+    try:
+        return Live(str(path), save_dvc_exp=False, dvcyaml=None, report=None, resume=resume)
+    except Exception as e:  # dvclive inspects the git repository; outside one (or in an empty one) it can fail
+        log.warning("dvclive disabled (%s: %s); the learning curve is still in the log", type(e).__name__, e)
+        return None
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.processor() or platform.machine()})"
+
+
+def _hms(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

@@ -1,0 +1,67 @@
+"""The stage registry (rnnsearch.stages): one record per stage, the CLI and the rules built from it, and each
+stage's source dependencies equal to what its code really imports."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rnnsearch import stages
+from rnnsearch.cli import build_parser
+
+from .conftest import REPO
+
+RULE_TEXT = "".join(f.read_text(encoding="utf-8") for f in sorted((REPO / "workflow" / "rules").glob("*.smk")))
+RULES = dict(re.findall(r"^\s*rule (\w+):(.*?)(?=^\s*rule \w+:|\Z)", RULE_TEXT, re.M | re.S))  # name: its text
+TOOLS = {"check-params", "dvc-yaml"}  # commands, not pipeline stages: no rule
+
+
+def test_every_record_is_a_command_and_every_stage_a_rule():
+    commands = set(build_parser()._subparsers._group_actions[0].choices)
+    assert commands == {s.name for s in stages.STAGES}
+    for s in stages.STAGES:
+        if s.name not in TOOLS:
+            assert set(s.rules or (s.name.replace("-", "_"),)) <= set(RULES), s.name
+    for rule in RULES:
+        stage = stages.stage_of_rule(rule)
+        assert stage is not None, f"rule {rule} runs no stage of the registry"
+        assert f"rnnsearch {stage.name} " in RULES[rule], f"rule {rule} does not run `rnnsearch {stage.name}`"
+
+
+def test_a_stage_reads_only_what_it_declares(tiny_config):
+    from rnnsearch import config as cfg
+
+    p = cfg.stage_params(tiny_config, "train", "rnnsearch-50")
+    assert set(p) == {"seed", "model", "train", "models.rnnsearch-50"}
+    nested = p.nested()
+    assert nested["models"] == {"rnnsearch-50": tiny_config["models"]["rnnsearch-50"]} and "decode" not in nested
+
+
+@pytest.mark.parametrize("name", sorted({s.name for s in stages.STAGES} - TOOLS))
+def test_stage_code_holds_every_module_the_stage_imports(name):
+    """Import the stage's function in a fresh interpreter: every file of rnnsearch it loads (beyond the CLI layer
+    loaded first) is among the stage's declared source files."""
+    probe = ("import json, sys; from rnnsearch import cli, stages; before = set(sys.modules); "
+             f"stages.BY_NAME[{name!r}].function(); "
+             "print(json.dumps(sorted(getattr(sys.modules[m], '__file__', None) or '' for m in set(sys.modules) - before "
+             "if m.startswith('rnnsearch'))))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    loaded = {str(Path(f).resolve().relative_to(REPO)) for f in json.loads(out) if f}
+    declared = set(stages.stage_code(name))
+    assert loaded <= declared, f"{name}: imports {sorted(loaded - declared)} but does not declare them"
+    assert all((REPO / f).is_file() for f in declared)
+
+
+def test_import_closure_follows_imports_inside_functions():
+    """translate imports the tokenizer inside a function (for users' text) and the checkpoint at the top."""
+    code = stages.stage_code("translate")
+    assert {"src/rnnsearch/data/text.py", "src/rnnsearch/data/vocab.py", "src/rnnsearch/checkpoint.py",
+            "src/rnnsearch/model/fused.py", "src/rnnsearch/evaluation/score.py"} <= set(code)
+    assert "src/rnnsearch/training/train.py" not in code  # decoding does not import training
+    assert "src/rnnsearch/model/fused.py" not in stages.stage_code("tokenize")
+    assert "src/rnnsearch/peer/joeynmt_driver.py" in stages.stage_code("peer")  # a script it runs
