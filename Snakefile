@@ -7,9 +7,8 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "params.yaml"
-
-
+# No `configfile: "params.yaml"`: common.smk reads params.yaml and the --configfile overlays with the loader every
+# stage uses, whose errors name the file and line (a YAML error, a key given twice, a bad value).
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/vocab.smk"

@@ -40,12 +40,38 @@ def merge(base: dict, overlay: dict) -> dict:
     return out
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (YAML's last-one-wins hides a pasted block)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise ConfigError(f"{self.name}:{key_node.start_mark.line + 1}: key {key!r} given twice (first on "
+                                  f"line {seen[key] + 1}): YAML would keep only the last one")
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _UniqueKeyLoader.construct_mapping)
+
+
 def load_yaml(path: str | Path) -> dict:
+    """A params file: YAML syntax errors and duplicate keys are ConfigErrors naming the file and line."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        loader = _UniqueKeyLoader(path.read_text(encoding="utf-8-sig"))
+        loader.name = str(path)
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: invalid UTF-8") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
