@@ -30,7 +30,7 @@ from .conftest import REPO
 UPDATES = 150
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # shared with test_failures and test_user_text
 def data(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("resume")
     synthetic.write_corpus(synthetic.generate(3, 1200, 30, 10, 60, 20, 20, 20, 25), d / "raw")
@@ -56,7 +56,7 @@ def weights(path: Path) -> dict:
     return torch.load(path, weights_only=True)["model"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reference(data: Path) -> Path:
     out = data / "uninterrupted"
     subprocess.run(train_cmd(data, out), check=True, capture_output=True)

@@ -9,7 +9,7 @@ import torch
 
 from rnnsearch.data.vocab import Vocab
 from rnnsearch.model import Seq2Seq, build_model
-from rnnsearch.textio import InputError, atomic_path
+from rnnsearch.textio import InputError, WriteError, atomic_path
 
 
 def save_checkpoint(path: str | Path, model: Seq2Seq, optimizer, update: int, data_position: dict, config: dict,
@@ -17,8 +17,14 @@ def save_checkpoint(path: str | Path, model: Seq2Seq, optimizer, update: int, da
     """Model, optimizer, update count, data position, config and anything in `extra` (tensors, plain data)."""
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "update": update,
              "data_position": data_position, "config": config, **extra}
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:  # a file object: torch's write errors keep their OSError
+            torch.save(state, f)
+    except RuntimeError as e:  # torch's zip writer turns a failed write (disk full, quota) into a RuntimeError
+        if isinstance(e.__context__, OSError):
+            raise WriteError(f"{path}: cannot write ({e.__context__.strerror}); nothing was written under this name"
+                             ) from None
+        raise
 
 
 def load_checkpoint(path: str | Path, device="cpu") -> dict:

@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "log", None):  # the console handler shows errors already; say where the log is
             print(f"rnnsearch {args.stage}: see {args.log}", file=sys.stderr)
         return 2
+    except OSError as e:  # the filesystem (a permission, a missing folder): one line, not a traceback
+        log.error("%s: %s", e.filename or f"rnnsearch {args.stage}", e.strerror or e)
+        return 1
     except Exception:
         log.exception("rnnsearch %s failed", args.stage)
         return 1

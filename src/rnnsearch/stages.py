@@ -98,10 +98,12 @@ def _translate(fn: Callable, a: argparse.Namespace, p: Params) -> None:
     from rnnsearch.textio import InputError
 
     if not a.out_dir:  # a user's sentences
-        from rnnsearch.decoding.translate import translate_user
+        from rnnsearch.decoding.user import UserOptions, translate_user
 
-        return translate_user(a.checkpoint, a.input, a.output, a.beam, a.max_len_a, a.max_len_b, not a.no_length_norm,
-                              a.n_best, a.src_lang, a.tgt_lang, a.src_vocab, a.tgt_vocab, a.alignment, a.heatmap_dir)
+        opts = UserOptions(a.beam, a.max_len_a, a.max_len_b, not a.no_length_norm, a.n_best, a.max_src_len,
+                           a.src_lang, a.tgt_lang)
+        return translate_user(a.checkpoint, a.input, a.output, opts, a.src_vocab, a.tgt_vocab, a.alignment,
+                              a.heatmap_dir)
     missing = [x for x in ("src", "ref", "src_vocab", "tgt_vocab") if not getattr(a, x)]
     if missing:
         raise InputError("the translate stage needs " + ", ".join("--" + x.replace("_", "-") for x in missing))
@@ -214,6 +216,8 @@ STAGES: tuple[Stage, ...] = (
            arg("--output", help="write the translations to this file (atomically) instead of stdout"),
            arg("--beam", type=int, default=12), arg("--max-len-a", type=float, default=1.5),
            arg("--max-len-b", type=int, default=10), arg("--no-length-norm", action="store_true"),
+           arg("--max-src-len", type=int, default=150, metavar="N",
+               help="split longer lines (in tokens) at sentence punctuation and translate them piece by piece"),
            arg("--n-best", type=int, default=1, metavar="N",
                help="print the N best translations per sentence as 'sentence ||| translation ||| log-prob ||| "
                     "log-prob per word' (sentences numbered from 0, as Moses does)"),

@@ -7,11 +7,23 @@ interrupted stage never leaves a partial output that looks complete. Readers fai
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import math
 import os
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Iterable, Iterator
+
+BOM = "\ufeff"  # the byte-order mark Windows editors write at the start of a UTF-8 file
+UNICODE_FORMS = ("NFC", "NFKC", "none")
+
+
+def normalise(text: str, form: str = "NFC") -> str:
+    """`text` in Unicode normal form `form` (NFC: composed accents, "é" as one code point; NFKC: also
+    compatibility characters such as ligatures and full-width letters), or as it is (`none`)."""
+    return text if form == "none" else unicodedata.normalize(form, text)
 
 
 class InputError(Exception):
@@ -25,18 +37,46 @@ class Interrupted(Exception):
     """A stage stopped on SIGTERM/SIGINT after saving what it needs to resume."""
 
 
+class WriteError(InputError):
+    """A file could not be written (no space left, quota, read-only filesystem, file too large)."""
+
+
+# errors of the filesystem, not of the input: reported as one line naming the file being written
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO}
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode `open()` would give a new file under this process's umask (mkstemp's is always 0600)."""
+    return 0o666 & ~_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
+    """Yield a temporary path beside `path`; rename it onto `path` (with the umask's mode, as `open()` would
+    create it) only if the block succeeds. A full disk, a quota, a read-only filesystem: a WriteError naming
+    `path`, and nothing under that name changes."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
         yield Path(tmp)
+        os.chmod(tmp, file_mode())
         os.replace(tmp, path)
+    except OSError as e:
+        if e.errno in _WRITE_ERRNOS or tmp is None or e.filename in (tmp, str(path)):
+            raise WriteError(f"{path}: cannot write ({e.strerror or e}); nothing was written under this name"
+                             ) from None
+        raise
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
@@ -48,14 +88,27 @@ def write_lines_atomic(path: str | os.PathLike, lines: Iterable[str]) -> None:
             f.write(line + "\n")
 
 
+def finite_json(obj):
+    """`obj` with every NaN or infinity replaced by None (JSON has no such numbers: strict parsers reject them)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
 def write_json_atomic(path: str | os.PathLike, obj) -> None:
+    """Strict JSON: NaN and infinities are written as null."""
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2, ensure_ascii=False)
+        json.dump(finite_json(obj), f, indent=2, ensure_ascii=False, allow_nan=False)
         f.write("\n")
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:
-    """All lines of a UTF-8 text file without their newlines; invalid UTF-8 is an InputError naming the line."""
+    """All lines of a UTF-8 text file without their newlines (and without a leading byte-order mark); invalid
+    UTF-8 is an InputError naming the line."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")
@@ -63,6 +116,8 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    if lines:
+        lines[0] = lines[0].removeprefix(BOM.encode("utf-8"))
     out = []
     for i, raw in enumerate(lines, 1):
         try:

@@ -114,6 +114,10 @@ def run_data_report(corpus_json: str, tok_dir: str, clean_stats: list[str], filt
               "shortlist": {side: len(v) - 3 for side, v in vocabs.items()}}
     if "selection" in corpus:
         report["corpus"] = {k: v for k, v in corpus.items() if k in ("selection", "lium_devtest")}
+    normalised = {split: corpus[split]["unicode_normalised"] for split in ("train", "dev", "test")
+                  if "unicode_normalised" in corpus.get(split, {})}
+    if normalised:  # lines (either side) that data.unicode changed; the embedded corpus is written in NFC
+        report["unicode_normalised"] = normalised
     write_json_atomic(out_json, report)
     _plot(histograms, src, tgt, out_png)
     with atomic_path(out_md) as tmp:
@@ -153,6 +157,9 @@ def _markdown(report: dict, src: str, tgt: str, png: Path, md: Path) -> str:
     for r in report["steps"]:
         lines.append(f"| {r['step']} | {r['pairs']:,} | {r['src_words']:,} | {r['tgt_words']:,} | {r['dropped']:,} | "
                      f"{r.get('detail', '')} |")
+    if "unicode_normalised" in report:
+        lines += ["", "Lines changed by Unicode normalisation (data.unicode), either side: " + ", ".join(
+            f"{split} {n:,}" for split, n in report["unicode_normalised"].items()) + "."]
     if len(report["corpora"]) > 1:
         steps = list(next(iter(report["corpora"].values())))
         lines += ["", "## Per corpus: sentence pairs (and " + src + " words) after each step", "",

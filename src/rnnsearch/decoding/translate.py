@@ -4,7 +4,6 @@ subset with [UNK] forbidden (Table 1's two columns). Saves each translation's at
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from pathlib import Path
 
@@ -14,12 +13,11 @@ import torch
 from rnnsearch.checkpoint import check_vocabs, load_checkpoint, model_of
 from rnnsearch.data.text import detokenize_lines
 from rnnsearch.data.vocab import Vocab
-from rnnsearch.decoding.search import translate_ids, translate_nbest
+from rnnsearch.decoding.search import translate_ids
 from rnnsearch.evaluation.score import no_unk_ids
 from rnnsearch.runtime import resolve_device
 from rnnsearch.settings import DecodeConfig
 from rnnsearch.textio import (
-    InputError,
     atomic_path,
     read_lines,
     write_json_atomic,
@@ -98,55 +96,3 @@ def alignment_text(alpha, src: list[str], hyp: list[str]) -> str:
         lines.append(f"{word:>{width}} {cells}")
     lines += [f"{' ' * width} {j:>2} = {w}" for j, w in enumerate(src)]
     return "\n".join(lines)
-
-
-def translate_text(checkpoint: str, lines: list[str], beam: int, max_len_a: float, max_len_b: int,
-                   length_norm: bool, src_lang: str, tgt_lang: str, src_vocab: str | None = None,
-                   tgt_vocab: str | None = None, batch_size: int = 32, n_best: int = 1):
-    """Raw sentences in; per sentence, in order, its `n_best` translations, best first, each as
-    (detokenized translation, source tokens, output tokens, α or None, log-probability)."""
-    from rnnsearch.checkpoint import load_checkpoint, model_of, vocabs_of
-    from rnnsearch.data.text import tokenize_lines
-
-    state = load_checkpoint(checkpoint)  # read once: weights and vocabularies
-    model, _ = model_of(state, checkpoint)
-    sv, tv = (Vocab.load(src_vocab), Vocab.load(tgt_vocab)) if src_vocab and tgt_vocab else vocabs_of(state, checkpoint)
-    src_tok = tokenize_lines(lines, src_lang)
-    nbest = translate_nbest(model, [sv.encode(s.split()) for s in src_tok], beam=beam, batch_size=batch_size,
-                            max_len_a=max_len_a, max_len_b=max_len_b, length_norm=length_norm, n_best=n_best)
-    for src, hyps in zip(src_tok, nbest):
-        outputs = [tv.decode(h.tokens) for h in hyps]
-        detok = detokenize_lines([" ".join(o) for o in outputs], tgt_lang)
-        yield [(text, sv.units(src.split()) + ["</s>"], tv.decode(h.tokens, units=True) + ["</s>"], h.alpha, h.score)
-               for text, h in zip(detok, hyps)]
-
-
-def translate_user(checkpoint: str, input: str, output: str | None, beam: int, max_len_a: float, max_len_b: int,
-                   length_norm: bool, n_best: int, src_lang: str, tgt_lang: str, src_vocab: str | None,
-                   tgt_vocab: str | None, alignment: bool, heatmap_dir: str | None) -> None:
-    """`rnnsearch translate --checkpoint M [--input F]`: translations on stdout (or in `output`), one per line, in
-    order; with `alignment` each α as text on stderr, with `heatmap_dir` as PNGs."""
-    lines = sys.stdin.read().splitlines() if input == "-" else read_lines(input)
-    if n_best > beam:
-        raise InputError(f"--n-best {n_best} needs --beam of at least {n_best} (got {beam})")
-    results = translate_text(checkpoint, lines, beam, max_len_a, max_len_b, length_norm, src_lang, tgt_lang,
-                             src_vocab, tgt_vocab, n_best=n_best)
-    written: list[str] = []
-    emit = written.append if output else (lambda line: print(line, flush=True))
-    for i, nbest in enumerate(results, 1):
-        if n_best > 1:
-            for text, _, out, _, score in nbest:
-                emit(f"{i - 1} ||| {text} ||| {score:.4f} ||| {score / (len(out) - 1 or 1):.4f}")
-        else:
-            emit(nbest[0][0])
-        text, src, out, alpha, _ = nbest[0]
-        if alpha is None and (alignment or heatmap_dir):
-            raise InputError(f"{checkpoint}: this model has no alignment model (RNNencdec): no alignments")
-        if alignment:
-            print(f"[{i}]\n{alignment_text(alpha, src, out)}", file=sys.stderr)
-        if heatmap_dir:
-            from rnnsearch.evaluation.plots import alignment_figure
-
-            alignment_figure(alpha.numpy(), src, out, f"sentence {i}", Path(heatmap_dir) / f"alignment_{i}.png")
-    if output:
-        write_lines_atomic(output, written)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -81,24 +82,54 @@ def resume_mismatch(saved: dict, config: dict) -> list[str]:
 
 def start_or_resume(out: Path, config: dict, model, optimizer, batches, device, vocabs: dict) -> TrainState | None:
     """Restore model, optimizer, data position and RNG from `out/checkpoint.pt` and return its state, or return
-    None (a fresh start) after deleting what an earlier run of this folder left. A checkpoint of other settings
-    is refused unless it is finished (an ablation under the same name: trained again from scratch).
+    None (a fresh start). A damaged checkpoint.pt gives way to the newest readable checkpoint-<update>.pt. A
+    checkpoint of other settings is refused unless it is finished (an ablation under the same name: trained again
+    from scratch, after moving the finished one aside with a warning).
 
     `vocabs`: side → (file, Vocab), checked against the checkpoint's."""
     path = out / "checkpoint.pt"
     if path.exists():
-        saved = load_checkpoint(path, device)
+        saved, path = _readable_checkpoint(out, device)
         diffs = resume_mismatch(saved["config"], config)
         if not diffs:
             return _restore(saved, path, model, optimizer, batches, device, vocabs)
         if not saved.get("progress", {}).get("finished"):
             raise InputError(f"{path}: written for another configuration ({'; '.join(diffs)}); "
                              "delete it to train from scratch")
-        log.info("%s: %s holds a finished training of another configuration (%s): training from scratch",
-                 config["name"], path, "; ".join(diffs))
-    for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt"), path]:
+        aside = _move_aside(out)
+        log.warning("%s: %s holds a finished training of another configuration (%s): moved to %s (delete that "
+                    "folder once you no longer need it); training from scratch", config["name"], path,
+                    "; ".join(diffs), aside)
+    for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt"), path]:  # an unfinished start's leftovers
         old.unlink(missing_ok=True)
     return None
+
+
+def _readable_checkpoint(out: Path, device) -> tuple[dict, Path]:
+    """checkpoint.pt, or if it cannot be read (a truncated file) the newest readable checkpoint-<update>.pt."""
+    path = out / "checkpoint.pt"
+    try:
+        return load_checkpoint(path, device), path
+    except InputError as damaged:
+        for older in sorted(out.glob("checkpoint-*.pt"), reverse=True):
+            try:
+                saved = load_checkpoint(older, device)
+            except InputError:
+                continue
+            log.warning("%s; resuming from %s (update %d) instead", damaged, older, saved["update"])
+            return saved, older
+        raise InputError(f"{damaged}; no readable checkpoint-<update>.pt beside it: delete {path} to train from "
+                         "scratch") from None
+
+
+def _move_aside(out: Path) -> Path:
+    """Move a finished training's checkpoints and model into `out/replaced-<time>/`; returns that folder."""
+    aside = out / time.strftime("replaced-%Y%m%dT%H%M%S")
+    aside.mkdir(exist_ok=True)
+    for old in [*out.glob("best-*.pt"), *out.glob("checkpoint*.pt"), out / "model.pt", out / "train_stats.json"]:
+        if old.exists():
+            os.replace(old, aside / old.name)
+    return aside
 
 
 def _restore(saved: dict, path: Path, model, optimizer, batches, device, vocabs: dict) -> TrainState:

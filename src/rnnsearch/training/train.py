@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import platform
 import random
@@ -29,6 +30,7 @@ from rnnsearch.model import build_model
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
 from rnnsearch.settings import TrainConfig
 from rnnsearch.textio import (
+    InputError,
     Interrupted,
     read_parallel,
     write_json_atomic,
@@ -44,6 +46,16 @@ from rnnsearch.training.state import (
 )
 
 log = logging.getLogger("rnnsearch.train")
+
+
+class Diverged(InputError):
+    """The loss or the gradient became NaN or infinite, or the loss exploded: the training stops without writing
+    a model."""
+
+
+# A loss above this many nats per target word (a probability of e^-1000 for the right word: an untrained model
+# gives about log K ≈ 10) means the weights have exploded, as they do at a learning rate a million times too large.
+MAX_NLL_PER_WORD = 1000.0
 
 
 def seed_everything(seed: int) -> None:
@@ -172,7 +184,17 @@ class Training:
         """Training time so far, over every run of this training."""
         return self.seconds_before + time.perf_counter() - self.start
 
+    def diverged(self, what: str) -> None:
+        """Stop: raise Diverged naming the update and the last checkpoint, which stays as it is."""
+        last = self.out / "checkpoint.pt"
+        kept = f"the last checkpoint, {last}, is kept as it was" if last.exists() else "no checkpoint was written"
+        raise Diverged(f"{self.name}: training diverged at update {self.state.update} ({what}); {kept}, and no "
+                       f"model.pt is written. Try a smaller train.lr or train.clip_norm, or rerun to resume from "
+                       f"that checkpoint")
+
     def save(self, path: Path) -> None:
+        if not bool(torch.stack([torch.isfinite(p).all() for p in self.model.parameters()]).all()):
+            self.diverged(f"non-finite weights before writing {path.name}")
         self.state.seconds = self.seconds()
         vocab = {"src": self.src_vocab.words, "tgt": self.tgt_vocab.words,  # self-contained for translation
                  **{f"{side}_spm": v.spm for side, v in (("src", self.src_vocab), ("tgt", self.tgt_vocab))
@@ -190,12 +212,16 @@ class Training:
             loss = batch_nll(self.model, batch)
         self.optimizer.zero_grad(set_to_none=True)
         (loss / batch.x.size(0)).backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         self.optimizer.step()
         state = self.state
         state.update += 1
+        loss_value, norm_value = torch.stack([loss.detach().float(), norm.float()]).tolist()  # one device sync
+        per_word = loss_value / batch.target_words
+        if not (math.isfinite(loss_value) and math.isfinite(norm_value)) or per_word > MAX_NLL_PER_WORD:
+            self.diverged(f"loss {per_word:.3g} nats per target word, gradient norm {norm_value:.3g}")
         words = batch.source_words + batch.target_words
-        state.window[0] += loss.item()
+        state.window[0] += loss_value
         state.window[1] += batch.x.size(0)
         state.window[2] += words
         state.words += words
@@ -264,7 +290,8 @@ class Training:
         state, update, beam = self.state, self.state.update, self.cfg.validate_beam
         v = validate(self.model, self.dev_src, self.dev_tgt, *self.dev_lines, self.tgt_vocab, beam, self.device)
         best = state.best  # better: a higher dev BLEU, or the same BLEU (e.g. 0 early on) and a lower NLL
-        improved = best is None or (v["bleu"], -v["nll_per_sentence"]) > (best["bleu"], -best["nll"])
+        improved = math.isfinite(v["nll_per_sentence"]) and (  # a non-finite dev NLL is never selected
+            best is None or (v["bleu"], -v["nll_per_sentence"]) > (best["bleu"], -best["nll"]))
         if improved:
             state.best, state.bad = {"update": update, "bleu": v["bleu"], "nll": v["nll_per_sentence"]}, 0
         else:
@@ -299,6 +326,8 @@ class Training:
             self.validate_and_select()  # the final state is always validated
         early = state.patience_spent(self.cfg.patience)
         self.run.update(end=state.update, ended_by="early stop" if early else "update budget")
+        if state.best is None:
+            self.diverged("no validation had a finite dev NLL")
         state.finished = True
         self.save(out / "checkpoint.pt")
         prune_best(out, state.best)

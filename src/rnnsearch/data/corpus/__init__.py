@@ -15,17 +15,17 @@ def run_corpus(data: dict, seed: int, out_dir: str, downloads: str | None = None
         if not extracted:
             raise InputError("corpus: data.source wmt14 needs --extracted (the folder of the extracted archives)")
         w = data["wmt14"]
-        run_wmt14_corpus(extracted, w["selection"], src, tgt, w["records"], out_dir)
+        run_wmt14_corpus(extracted, w["selection"], src, tgt, w["records"], out_dir, data["unicode"])
     elif source == "multi30k":
         from rnnsearch.data.corpus.multi30k import run_multi30k_corpus
 
         if not downloads:
             raise InputError("corpus: data.source multi30k needs --downloads (the folder of the downloaded files)")
-        run_multi30k_corpus(downloads, data["multi30k"]["test"], src, tgt, out_dir)
+        run_multi30k_corpus(downloads, data["multi30k"]["test"], src, tgt, out_dir, data["unicode"])
     elif source == "local":
         from rnnsearch.data.corpus.local import run_local_corpus
 
-        run_local_corpus(data["local"], src, tgt, out_dir)
+        run_local_corpus(data["local"], src, tgt, out_dir, data["unicode"])
     else:
         from rnnsearch.data.corpus import synthetic
 

@@ -5,6 +5,9 @@ of one translating line i of the other. Read by rule, never silently shifted:
 
 * different line counts: an error naming both files and their counts;
 * invalid UTF-8: an error naming the file and line (`data.source: wmt14` drops such pairs and counts them instead);
+* a leading byte-order mark: dropped; Unicode normalised to `data.unicode` (NFC by default: "é" written as "e" and
+  a combining accent becomes one code point, as the tokenizer and the vocabulary expect), the lines it changed
+  counted;
 * a pair with an empty side (after trimming): dropped and counted;
 * control characters (other than tab): replaced by a space, counted;
 * a missing final newline is fine; `.gz` files are read as they are.
@@ -24,7 +27,7 @@ import re
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-from rnnsearch.textio import InputError, atomic_path, write_json_atomic
+from rnnsearch.textio import BOM, InputError, atomic_path, normalise, write_json_atomic
 
 log = logging.getLogger("rnnsearch.corpus")
 
@@ -52,40 +55,54 @@ def iter_pairs(src_path: Path, tgt_path: Path) -> Iterator[tuple[int, bytes, byt
             yield i, x.rstrip(b"\n").rstrip(b"\r"), y.rstrip(b"\n").rstrip(b"\r")
 
 
-def clean_pairs(src_path: Path, tgt_path: Path, out_src: IO[str], out_tgt: IO[str], invalid_utf8: str = "error"
-                ) -> dict:
+def clean_pairs(src_path: Path, tgt_path: Path, out_src: IO[str], out_tgt: IO[str], invalid_utf8: str = "error",
+                unicode: str = "NFC", squeeze: bool = True) -> dict:
     """Stream the pairs of two aligned files through the rules above into `out_src`/`out_tgt`; returns the counts.
     `invalid_utf8`: "error" (name the file and line) or "drop" (drop the pair, count it)."""
-    return clean_stream(iter_pairs(src_path, tgt_path), src_path, tgt_path, out_src, out_tgt, invalid_utf8)
+    return clean_stream(iter_pairs(src_path, tgt_path), src_path, tgt_path, out_src, out_tgt, invalid_utf8, unicode,
+                        squeeze)
+
+
+def _decode(pair: tuple[bytes, bytes], names: tuple, i: int, invalid_utf8: str) -> tuple[str, str] | None:
+    """Both sides as text; None (drop the pair) or an InputError naming the side's file and line if one is not
+    UTF-8."""
+    texts = []
+    for data, name in zip(pair, names):
+        try:
+            texts.append(data.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            if invalid_utf8 == "drop":
+                return None
+            raise InputError(f"{name}:{i}: invalid UTF-8 at byte {e.start} of the line") from None
+    return texts[0], texts[1]
 
 
 def clean_stream(pairs: Iterable[tuple[int, bytes, bytes]], src_name, tgt_name, out_src: IO[str], out_tgt: IO[str],
-                 invalid_utf8: str = "error") -> dict:
-    """`clean_pairs` over (line number, source bytes, target bytes) from anywhere (files, SGM segments)."""
+                 invalid_utf8: str = "error", unicode: str = "NFC", squeeze: bool = True) -> dict:
+    """`clean_pairs` over (line number, source bytes, target bytes) from anywhere (files, SGM segments).
+    `squeeze`: runs of spaces and tabs become one space (False keeps a test set's text as released)."""
     counts = dict(lines=0, pairs=0, dropped_empty=0, dropped_invalid_utf8=0, control_characters_replaced=0,
-                  src_words=0, tgt_words=0)
+                  unicode_normalised=0, src_words=0, tgt_words=0)
     for i, x, y in pairs:
         counts["lines"] = i
-        try:
-            s = x.decode("utf-8")
-            t = y.decode("utf-8")
-        except UnicodeDecodeError as e:
-            if invalid_utf8 == "drop":
-                counts["dropped_invalid_utf8"] += 1
-                continue
-            bad = src_name if e.object is x else tgt_name
-            raise InputError(f"{bad}:{i}: invalid UTF-8 at byte {e.start} of the line") from None
-        s2, t2 = _CONTROL.sub(" ", s), _CONTROL.sub(" ", t)
-        counts["control_characters_replaced"] += (s2 != s) + (t2 != t)
-        s2, t2 = " ".join(s2.split()), " ".join(t2.split())  # runs of spaces and tabs → one space
-        if not s2 or not t2:
+        texts = _decode((x, y), (src_name, tgt_name), i, invalid_utf8)
+        if texts is None:
+            counts["dropped_invalid_utf8"] += 1
+            continue
+        s, t = (text.removeprefix(BOM) for text in texts) if i == 1 else texts
+        s2, t2 = normalise(s, unicode), normalise(t, unicode)
+        counts["unicode_normalised"] += (s2 != s) + (t2 != t)
+        s3, t3 = _CONTROL.sub(" ", s2), _CONTROL.sub(" ", t2)
+        counts["control_characters_replaced"] += (s3 != s2) + (t3 != t2)
+        s3, t3 = (" ".join(s3.split()), " ".join(t3.split())) if squeeze else (s3.strip(), t3.strip())
+        if not s3 or not t3:
             counts["dropped_empty"] += 1
             continue
-        out_src.write(s2 + "\n")
-        out_tgt.write(t2 + "\n")
+        out_src.write(s3 + "\n")
+        out_tgt.write(t3 + "\n")
         counts["pairs"] += 1
-        counts["src_words"] += s2.count(" ") + 1
-        counts["tgt_words"] += t2.count(" ") + 1
+        counts["src_words"] += len(s3.split())
+        counts["tgt_words"] += len(t3.split())
     if not counts["pairs"]:
         raise InputError(f"{src_name} and {tgt_name}: no sentence pair left (every pair has an empty side or "
                          "invalid UTF-8)")
@@ -102,7 +119,7 @@ def split_writers(out_dir: Path, split: str, src: str, tgt: str, stack: contextl
     yield handles
 
 
-def run_local_corpus(local: dict, src: str, tgt: str, out_dir: str) -> dict:
+def run_local_corpus(local: dict, src: str, tgt: str, out_dir: str, unicode: str = "NFC") -> dict:
     """Check and copy every split into `out_dir` (nothing is renamed into place unless all are good); returns the
     counts per split."""
     out = Path(out_dir)
@@ -115,10 +132,10 @@ def run_local_corpus(local: dict, src: str, tgt: str, out_dir: str) -> dict:
     with contextlib.ExitStack() as stack:
         for split, (src_path, tgt_path) in paths.items():
             with split_writers(out, split, src, tgt, stack) as (fs, ft):
-                stats[split] = clean_pairs(src_path, tgt_path, fs, ft)
+                stats[split] = clean_pairs(src_path, tgt_path, fs, ft, unicode=unicode, squeeze=split != "test")
             stats[split].update(source=str(src_path), target=str(tgt_path))
-            log.info("%s: %d pairs from %s (%d dropped with an empty side, %d control characters replaced)", split,
-                     stats[split]["pairs"], local[split], stats[split]["dropped_empty"],
-                     stats[split]["control_characters_replaced"])
+            log.info("%s: %d pairs from %s (%d dropped with an empty side, %d control characters replaced, %d lines "
+                     "normalised to %s)", split, stats[split]["pairs"], local[split], stats[split]["dropped_empty"],
+                     stats[split]["control_characters_replaced"], stats[split]["unicode_normalised"], unicode)
         write_json_atomic(out / "corpus.json", stats)
     return stats

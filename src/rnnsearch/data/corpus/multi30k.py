@@ -71,8 +71,9 @@ def fetch(name: str, out: str | Path, url: str = URL) -> Path:
     return out
 
 
-def run_multi30k_corpus(downloads: str | Path, test: str, src: str, tgt: str, out_dir: str) -> dict:
+def run_multi30k_corpus(downloads: str | Path, test: str, src: str, tgt: str, out_dir: str, unicode: str = "NFC"
+                        ) -> dict:
     """The downloaded splits, cleaned by the rules of `data.source: local`, as the raw train/dev/test files."""
     downloads = Path(downloads)
     prefixes = {split: str(downloads / name) for split, name in split_names(test).items()}
-    return run_local_corpus(prefixes, src, tgt, out_dir)
+    return run_local_corpus(prefixes, src, tgt, out_dir, unicode)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from rnnsearch.textio import InputError
 
-_SEG = re.compile(r"<seg\b[^>]*>(.*?)</seg\s*>", re.IGNORECASE | re.DOTALL)
+# a segment's text never holds another opening <seg: an unclosed one is left unmatched (and reported at its line)
+_SEG = re.compile(r"<seg\b[^>]*>((?:(?!<seg\b).)*?)</seg\s*>", re.IGNORECASE | re.DOTALL)
 _OPEN = re.compile(r"<seg\b", re.IGNORECASE)
 _ENTITY = re.compile(r"&(amp|lt|gt|quot|apos|#\d+|#x[0-9a-fA-F]+);")
 _NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}

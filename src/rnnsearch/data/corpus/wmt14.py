@@ -144,7 +144,7 @@ def read_testset(folder: Path, archive: str, testset: str, src: str, tgt: str, t
 
 
 def run_wmt14_corpus(extracted: str | Path, selection: str, src: str, tgt: str, records_path: str | Path,
-                     out_dir: str | Path) -> dict:
+                     out_dir: str | Path, unicode: str = "NFC") -> dict:
     """Assemble raw train/dev/test from the extracted archives (folders `<extracted>/<archive>/`); counts per
     corpus go to corpus.json. Nothing is renamed into place unless every part was read without error."""
     extracted, out = Path(extracted), Path(out_dir)
@@ -159,7 +159,7 @@ def run_wmt14_corpus(extracted: str | Path, selection: str, src: str, tgt: str, 
         with split_writers(out, "train", src, tgt, stack) as (fs, ft):
             for corpus, pattern in corpora:
                 s_path, t_path = Path(str(pattern).format(lang=src)), Path(str(pattern).format(lang=tgt))
-                counts = clean_pairs(s_path, t_path, fs, ft, invalid_utf8="drop")
+                counts = clean_pairs(s_path, t_path, fs, ft, invalid_utf8="drop", unicode=unicode)
                 stats["train"]["corpora"][corpus] = counts
                 log.info("train: %s: %d pairs of %d lines (%d empty, %d invalid UTF-8 dropped), %d %s words",
                          corpus, counts["pairs"], counts["lines"], counts["dropped_empty"],
@@ -173,9 +173,10 @@ def run_wmt14_corpus(extracted: str | Path, selection: str, src: str, tgt: str, 
                 for testset in sets:
                     (p1, a), (p2, b) = read_testset(extracted / archive, archive, testset, src, tgt, texts)
                     pairs = ((i, x.encode("utf-8"), y.encode("utf-8")) for i, (x, y) in enumerate(zip(a, b), 1))
-                    counts = clean_stream(pairs, p1, p2, fs, ft)
+                    counts = clean_stream(pairs, p1, p2, fs, ft, unicode=unicode, squeeze=split != "test")
                     stats[split]["sets"][testset] = {**counts, "source": str(p1), "target": str(p2)}
-            stats[split]["pairs"] = sum(c["pairs"] for c in stats[split]["sets"].values())
+            for key in ("pairs", "unicode_normalised"):
+                stats[split][key] = sum(c[key] for c in stats[split]["sets"].values())
         if selection == "lium":  # LIUM's own tokenized dev/test: recorded, and checked to align with the official sets
             lium = extracted / "dev+test.tgz" / "dev"
             stats["lium_devtest"] = {f"{s}.{lang}": count_lines(lium / f"{s}.{lang}") for s in ("ntst1213", "ntst14")

@@ -1,0 +1,201 @@
+"""Nothing silently wrong: a diverging training, a damaged checkpoint, a full disk, a replaced model, and the
+file and line named by each error."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from rnnsearch.data.corpus.local import run_local_corpus
+from rnnsearch.data.corpus.sgm import read_sgm
+from rnnsearch.textio import InputError, file_mode, write_json_atomic, write_lines_atomic
+
+from .conftest import REPO
+from .test_resume import UPDATES, train_cmd
+from .test_resume import data as data  # noqa: F401 (the module's fixtures)
+from .test_resume import reference as reference  # noqa: F401
+
+
+def _with_train(data: Path, tmp_path: Path, **train) -> Path:
+    """A copy of the fixture's params.yaml with `train` values changed, in a folder of its own."""
+    params = yaml.safe_load((data / "params.yaml").read_text())
+    params["train"].update(train)
+    for name in ("train.en", "train.fr", "dev.en", "dev.fr", "vocab.en.tsv", "vocab.fr.tsv"):
+        os.symlink(data / name, tmp_path / name)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    return tmp_path
+
+
+def test_a_diverging_training_stops_and_writes_no_model(data: Path, tmp_path: Path):
+    d = _with_train(data, tmp_path, optimizer="adadelta", lr=1e6)  # the paper's optimizer, as in params.yaml
+    out = tmp_path / "out"
+    proc = subprocess.run(train_cmd(d, out), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "rnnsearch-50: training diverged at update" in proc.stderr
+    assert "no model.pt is written" in proc.stderr and "Traceback" not in proc.stderr
+    update = int(proc.stderr.split("diverged at update ")[1].split()[0])
+    assert update < UPDATES // 2  # within a few updates of the first non-finite loss, not at the budget
+    assert not (out / "model.pt").exists() and not (out / "train_stats.json").exists()
+    assert not list(out.glob("best-*.pt"))
+    if (out / "checkpoint.pt").exists():  # what was kept holds finite weights only
+        saved = torch.load(out / "checkpoint.pt", weights_only=True)
+        assert all(torch.isfinite(w).all() for w in saved["model"].values())
+        assert f"the last checkpoint, {out / 'checkpoint.pt'}, is kept" in proc.stderr
+
+
+def test_a_damaged_checkpoint_gives_way_to_the_newest_readable_one(data: Path, reference: Path, tmp_path: Path):
+    """checkpoint-<update>.pt files of an interrupted run, then checkpoint.pt truncated: the run resumes from
+    the newest readable one and ends with the uninterrupted run's weights."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen(train_cmd(data, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while len(list(out.glob("checkpoint-*.pt"))) < 2:
+        assert proc.poll() is None, "training ended before two checkpoints"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    newest = sorted(out.glob("checkpoint-*.pt"))[-1]
+    (out / "checkpoint.pt").unlink()  # the newest dated one is a hard link to it: damage a copy instead
+    good = newest.read_bytes()
+    (out / "checkpoint.pt").write_bytes(good[: len(good) // 3])
+    proc = subprocess.run(train_cmd(data, out), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    log = (out / "train.log").read_text()
+    assert f"{out / 'checkpoint.pt'}: not a readable rnnsearch checkpoint" in log
+    assert f"resuming from {newest} (update " in log
+    final, ref = torch.load(out / "model.pt", weights_only=True)["model"], torch.load(reference, weights_only=True)["model"]
+    assert all(torch.equal(final[k], ref[k]) for k in ref)
+
+
+def _limit_file_size():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+
+
+def test_a_full_disk_while_saving_is_one_line_naming_the_file(data: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    cmd = train_cmd(data, out)
+    cmd[cmd.index("--log") + 1] = str(tmp_path / "train.log")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, preexec_fn=_limit_file_size)
+    assert proc.returncode == 2
+    assert f"{out / 'checkpoint.pt'}: cannot write (File too large); nothing was written under this name" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (out / "checkpoint.pt").exists() and not list(out.glob(".*.tmp"))
+
+
+def test_a_finished_training_of_another_configuration_is_moved_aside_with_a_warning(data: Path, reference: Path,
+                                                                                    tmp_path: Path):
+    d = _with_train(data, tmp_path, clip_norm=2.0)
+    out = tmp_path / "out"
+    shutil.copytree(reference.parent, out)
+    cmd = train_cmd(d, out)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "holds a finished training of another configuration (train.clip_norm: 1.0 in the checkpoint, 2.0 now)" \
+           in proc.stderr  # on the console, although --log is given
+    (aside,) = out.glob("replaced-*")
+    assert "moved to " + str(aside) in proc.stderr
+    kept = torch.load(aside / "model.pt", weights_only=True)["model"]
+    ref = torch.load(reference, weights_only=True)["model"]
+    assert all(torch.equal(kept[k], ref[k]) for k in ref)
+    assert (out / "model.pt").exists()
+
+
+def test_json_outputs_are_strict_json(tmp_path: Path):
+    write_json_atomic(tmp_path / "s.json", {"train_nll": float("nan"), "curve": [1.5, float("inf")]})
+    text = (tmp_path / "s.json").read_text()
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}")) == {
+        "train_nll": None, "curve": [1.5, None]}
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002])
+def test_files_are_written_with_the_umask_mode(tmp_path: Path, umask: int):
+    old = os.umask(umask)
+    try:
+        write_lines_atomic(tmp_path / "a.txt", ["x"])
+        assert file_mode() == 0o666 & ~umask
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_invalid_utf8_is_reported_in_the_file_that_has_it(tmp_path: Path):
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"{split}.en").write_bytes(b"a b\n" * 1233 + b"caf\xe9\n")
+        (tmp_path / f"{split}.fr").write_text("c d\n" * 1234)
+    prefixes = {s: str(tmp_path / s) for s in ("train", "dev", "test")}
+    with pytest.raises(InputError, match=rf"^{tmp_path / 'train.en'}:1234: invalid UTF-8 at byte 3"):
+        run_local_corpus(prefixes, "en", "fr", tmp_path / "raw")
+
+
+def test_an_unclosed_seg_is_reported_at_its_own_line(tmp_path: Path):
+    lines = ["<srcset>", '<doc docid="d">'] + [f'<seg id="{i}">word {i}</seg>' for i in range(1, 200)] + ["</doc>"]
+    lines[126] = '<seg id="125">no closing tag'  # line 127
+    (tmp_path / "t.sgm").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"t.sgm:127: <seg> without its closing </seg>"):
+        read_sgm(tmp_path / "t.sgm")
+
+
+def test_raw_test_references_are_kept_byte_for_byte(tmp_path: Path):
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"{split}.en").write_text("two  spaces  here\n")
+        (tmp_path / f"{split}.fr").write_text("deux  espaces\tici\n")
+    run_local_corpus({s: str(tmp_path / s) for s in ("train", "dev", "test")}, "en", "fr", tmp_path / "raw")
+    assert (tmp_path / "raw/test.fr").read_text() == "deux  espaces\tici\n"
+    assert (tmp_path / "raw/train.fr").read_text() == "deux espaces ici\n"  # training text: whitespace squeezed
+
+
+def _translate(checkpoint: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rnnsearch.cli", "translate", "--checkpoint", str(checkpoint),
+                           *args], input=stdin, capture_output=True, text=True, timeout=600)
+
+
+def test_translate_refuses_vocabularies_other_than_the_checkpoints(data: Path, reference: Path, tmp_path: Path):
+    words = (data / "vocab.en.tsv").read_text().splitlines()
+    (tmp_path / "other.tsv").write_text("\n".join(words[:-1]) + "\n")
+    proc = _translate(reference, "--src-vocab", str(tmp_path / "other.tsv"), "--tgt-vocab",
+                      str(data / "vocab.fr.tsv"), stdin="a b\n")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"{tmp_path / 'other.tsv'}: not the src vocabulary {reference} was trained with" in proc.stderr
+
+
+def test_translate_reports_empty_cut_and_unknown_lines(data: Path, reference: Path):
+    src = (data / "dev.en").read_text().splitlines()[:2]
+    stdin = "\n".join([src[0], "", "zzqx qqzy", src[1]]) + "\n"
+    proc = _translate(reference, "--max-len-a", "0", "--max-len-b", "2", stdin=stdin)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.split("\n")
+    assert len(out) == 5 and out[1] == "" and out[4] == ""  # four lines, the empty one empty
+    cut = re.search(r"(\d) of 4 lines whose translation reached the output limit \(0 × source length \+ 2 "
+                    r"words\) and may be cut short: line ([\d, ]+)", proc.stderr)
+    assert cut and "1" in cut.group(2).split(", ") and "2" not in cut.group(2).split(", ")
+    assert "1 of 4 lines without a single word of the model's source vocabulary: line 3" in proc.stderr
+
+
+def _dry_run(ws: Path, *args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"), "-d",
+                           str(ws), *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    return proc.stdout + proc.stderr
+
+
+def test_yaml_errors_name_file_and_line_under_snakemake(tmp_path: Path):
+    text = (REPO / "params.yaml").read_text()
+    (tmp_path / "params.yaml").write_text(text + "broken: [12\n")
+    line = len(text.splitlines()) + 2  # the parser stops at the end of the file, after the unclosed [
+    assert f"params.yaml:{line}: not valid YAML (expected ',' or ']'" in _dry_run(tmp_path)
+    (tmp_path / "params.yaml").write_text(text)
+    (tmp_path / "overlay.yaml").write_text("decode:\n  beam: 5\n  batch_size: 8\n  beam: 6\n")
+    assert "overlay.yaml:4: key 'beam' given twice (first on line 2)" in _dry_run(tmp_path, "--configfile",
+                                                                               str(tmp_path / "overlay.yaml"))
