@@ -20,7 +20,12 @@ import yaml
 
 from rnnsearch.data.corpus.local import run_local_corpus
 from rnnsearch.data.corpus.sgm import read_sgm
-from rnnsearch.textio import InputError, file_mode, write_json_atomic, write_lines_atomic
+from rnnsearch.textio import (
+    InputError,
+    file_mode,
+    write_json_atomic,
+    write_lines_atomic,
+)
 
 from .conftest import REPO
 from .test_resume import UPDATES, train_cmd

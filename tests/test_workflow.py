@@ -123,6 +123,29 @@ def test_changing_one_model_reruns_only_what_depends_on_it(workspace: Path):
         params.write_text(original)
 
 
+DATA_JOBS = {"corpus", "shard", "tokenize", "tokenize_shard", "clean", "gather", "filter", "count", "vocab", "data_report"}
+
+
+@pytest.mark.parametrize("overlay", ["empty", "decode", "variant"])
+def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, tmp_path: Path, overlay: str):
+    """The same change as an edit of params.yaml or as a --configfile overlay plans the same jobs: a job's rerun
+    depends on the values of the keys its stage reads, never on which files gave them."""
+    path = tmp_path / "overlay.yaml"
+    path.write_text({"empty": "{}\n", "decode": "decode: {beam: 2}\n",
+                     "variant": "models:\n  rnnsearch-50b: {arch: rnnsearch, train_max_len: 50, n: 12}\n"}[overlay])
+    dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2", "--configfile", str(path)], workspace)
+    if overlay == "empty":
+        assert "Nothing to be done" in dry.stdout + dry.stderr
+        return
+    counts = job_counts(dry.stdout)
+    assert not DATA_JOBS & set(counts)
+    if overlay == "decode":
+        assert "train" not in counts and counts["translate"] == 4
+    else:
+        assert counts["train"] == 1 and "results/models/rnnsearch-50b/model.pt" in dry.stdout
+        assert counts["translate"] == 1 and counts["score"] == 1
+
+
 def test_dvc_repro_gives_the_same_results_and_tracks_params(workspace: Path):
     smk = workspace / "results_snakemake"
     shutil.move(workspace / "results", smk)

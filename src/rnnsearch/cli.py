@@ -4,6 +4,7 @@ validates the whole params.yaml (plus overlays), takes the keys it declares, and
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -17,7 +18,8 @@ from rnnsearch.textio import EXIT_INTERRUPTED, InputError, Interrupted
 
 def _params_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", action="append", metavar="YAML",
-                   help="params.yaml, then any overlays merged over it in order (default: params.yaml)")
+                   help="params.yaml, then any overlays merged over it in order (default: $RNNSEARCH_PARAMS, "
+                        "which the workflow sets, else params.yaml)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,14 +41,24 @@ def run(args: argparse.Namespace) -> None:
     stage = BY_NAME[args.stage]
     p = Params()
     if stage.params and not _user_translate(args):  # a user's sentences need no params: the checkpoint has all
-        config = cfg.load_params(args.params or ["params.yaml"])  # all of it validated: a typo fails at the start
+        files = params_files(args.params)
+        config = cfg.load_params(files)  # all of it validated: a typo fails at the start
         model = getattr(args, "model", None)
         if model is not None and model not in config["models"]:
             raise cfg.ConfigError(f"--model {model!r} is not a key of 'models' ({', '.join(config['models'])})")
         p = cfg.stage_params(config, stage.name, model)  # a stage sees only the keys it declares
+        logging.getLogger("rnnsearch").info("params from %s: %s", ", ".join(map(str, files)),
+                                            json.dumps(p, sort_keys=True, default=str))
     if stage.runs_model:
         keep_freed_memory()  # rnnsearch.runtime: no page faults on the tensors every update allocates again
     stage.call(stage.function(), args, p)
+
+
+def params_files(given: list[str] | None) -> list[str]:
+    """--params as given; else $RNNSEARCH_PARAMS (the workflow's params.yaml and overlays, os.pathsep between
+    them); else params.yaml."""
+    env = os.environ.get("RNNSEARCH_PARAMS")
+    return given or (env.split(os.pathsep) if env else ["params.yaml"])
 
 
 def _user_translate(args: argparse.Namespace) -> bool:

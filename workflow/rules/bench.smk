@@ -12,7 +12,6 @@ rule bench_decode:
         "results/bench/decode.json",
     params:
         stage=stage_params("bench-decode"),
-        files=PARAMS,
     threads: config["decode"]["threads"]
     resources:
         **cluster_resources("decode"),
@@ -21,7 +20,7 @@ rule bench_decode:
     log:
         "results/logs/bench_decode.log",
     shell:
-        "rnnsearch bench-decode {params.files} --checkpoint {input.checkpoint} --src {input.src}"
+        "rnnsearch bench-decode --checkpoint {input.checkpoint} --src {input.src}"
         " --src-vocab {input.src_vocab} --beams 1 12 --out {output} --log {log}"
 
 

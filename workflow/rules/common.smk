@@ -26,8 +26,10 @@ except rcfg.ConfigError as e:
 config.clear()
 config.update(merged)
 
-# How every stage is told where its params are.
-PARAMS = " ".join(f"--params {f}" for f in PARAMS_FILES)
+# How every stage is told where its params are: in the environment of its shell command, not on its command
+# line nor in its `params:`, so that adding an overlay reruns only the jobs whose own keys (`stage_params`, in
+# each rule's `params:`) change value. The stage logs the files and the values it read.
+os.environ.update(RNNSEARCH_PARAMS=os.pathsep.join(PARAMS_FILES))
 SRC, TGT = config["data"]["src"], config["data"]["tgt"]
 MODELS = list(config["models"])
 ALIGN_MODEL = config["figures"]["alignment_model"]
@@ -62,8 +64,8 @@ def setting(key, rule):
     stops before it runs, saying what to set."""
     value = rcfg.lookup(config, key)
     if value is None:
-        raise WorkflowError(f"rule {rule} needs '{key}', which is unset: set it in params.yaml or an overlay "
-                            "(docs/configuration.md, docs/benchmarks.md)")
+        raise WorkflowError(f"'{key}' is unset, and the job {rule} needs it. Set it in params.yaml or an "
+                            "overlay (docs/configuration.md, docs/benchmarks.md)")
     return value
 
 

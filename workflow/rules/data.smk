@@ -14,7 +14,6 @@ rule download:
         "results/data/download/multi30k/{file}",
     params:
         stage=stage_params("download"),
-        files=PARAMS,
     localrule: True  # cluster compute nodes often have no internet access; the login node fetches
     retries: 2  # on top of the stage's own retries with backoff; a partial file is resumed
     conda:
@@ -22,7 +21,7 @@ rule download:
     log:
         "results/logs/download/multi30k/{file}.log",
     shell:
-        "rnnsearch download {params.files} --file {wildcards.file} --out {output} --log {log}"
+        "rnnsearch download --file {wildcards.file} --out {output} --log {log}"
 
 
 rule download_archive:
@@ -30,7 +29,6 @@ rule download_archive:
         "results/data/download/wmt14/{archive}",
     params:
         stage=stage_params("download-archive"),
-        files=PARAMS,
     localrule: True
     retries: 2
     conda:
@@ -38,7 +36,7 @@ rule download_archive:
     log:
         "results/logs/download/wmt14/{archive}.log",
     shell:
-        "rnnsearch download-archive {params.files} --name {wildcards.archive} --out {output} --log {log}"
+        "rnnsearch download-archive --name {wildcards.archive} --out {output} --log {log}"
 
 
 rule extract:
@@ -73,7 +71,6 @@ rule corpus:
         *(["results/data/raw/test.align"] if config["data"]["source"] == "synthetic" else []),
     params:
         stage=stage_params("corpus"),
-        files=PARAMS,
         flags=corpus_flags(),
     resources:
         runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
@@ -82,7 +79,7 @@ rule corpus:
     log:
         "results/logs/corpus.log",
     shell:
-        "rnnsearch corpus {params.files} --out-dir results/data/raw{params.flags} --log {log}"
+        "rnnsearch corpus --out-dir results/data/raw{params.flags} --log {log}"
 
 
 rule shard:
@@ -111,7 +108,6 @@ rule tokenize_shard:
         "results/data/shards/tok/{scatteritem}.{lang}",
     params:
         stage=stage_params("tokenize"),
-        files=PARAMS,
         # the LIUM bitexts are Moses-tokenized already: only their XML escapes are undone
         pretokenized=" --pretokenized" if PRETOKENIZED_TRAIN else "",
     conda:
@@ -119,7 +115,7 @@ rule tokenize_shard:
     log:
         "results/logs/tokenize/train.{scatteritem}.{lang}.log",
     shell:
-        "rnnsearch tokenize {params.files} --lang {wildcards.lang} --input {input.text} --output {output}"
+        "rnnsearch tokenize --lang {wildcards.lang} --input {input.text} --output {output}"
         "{params.pretokenized} --log {log}"
 
 
@@ -133,13 +129,12 @@ rule tokenize:
         split="dev|test",
     params:
         stage=stage_params("tokenize"),
-        files=PARAMS,
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/tokenize/{split}.{lang}.log",
     shell:
-        "rnnsearch tokenize {params.files} --lang {wildcards.lang} --input {input.text} --output {output} --log {log}"
+        "rnnsearch tokenize --lang {wildcards.lang} --input {input.text} --output {output} --log {log}"
 
 
 rule clean:
@@ -153,13 +148,12 @@ rule clean:
         stats="results/data/shards/clean/{scatteritem}.json",
     params:
         stage=stage_params("clean"),
-        files=PARAMS,
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/clean/{scatteritem}.log",
     shell:
-        "rnnsearch clean {params.files} --src {input.src} --tgt {input.tgt} --out-src {output.src}"
+        "rnnsearch clean --src {input.src} --tgt {input.tgt} --out-src {output.src}"
         " --out-tgt {output.tgt} --stats {output.stats} --log {log}"
 
 

@@ -20,7 +20,6 @@ rule translate:
         stats="results/translations/{model}/decode_stats.json",
     params:
         stage=stage_params("translate"),
-        files=PARAMS,
     threads: config["decode"]["threads"]
     resources:
         **cluster_resources("decode"),
@@ -29,7 +28,7 @@ rule translate:
     log:
         "results/logs/translate/{model}.log",
     shell:
-        "rnnsearch translate {params.files} --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
+        "rnnsearch translate --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
         " --out-dir results/translations/{wildcards.model} --log {log}"
 

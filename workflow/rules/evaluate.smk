@@ -12,13 +12,12 @@ rule score:
         "results/scores/{model}.json",
     params:
         stage=stage_params("score"),
-        files=PARAMS,
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/score/{model}.log",
     shell:
-        "rnnsearch score {params.files} --model {wildcards.model} --src {input.src} --ref-tok {input.ref_tok}"
+        "rnnsearch score --model {wildcards.model} --src {input.src} --ref-tok {input.ref_tok}"
         " --ref {input.ref} --hyp-dir results/translations/{wildcards.model} --out {output} --log {log}"
 
 
@@ -42,13 +41,12 @@ rule tables:
         ),
     params:
         stage=stage_params("tables"),
-        files=PARAMS,
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/tables.log",
     shell:
-        "rnnsearch tables {params.files} --scores {input.scores} --train-stats {input.stats} --hyps {input.hyps}"
+        "rnnsearch tables --scores {input.scores} --train-stats {input.stats} --hyps {input.hyps}"
         " --ref-tok {input.ref_tok} --out-dir results/tables --log {log}"
 
 
@@ -73,13 +71,12 @@ rule figures:
         ),
     params:
         stage=stage_params("figures"),
-        files=PARAMS,
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/figures.log",
     shell:
-        "rnnsearch figures {params.files} --scores {input.scores} --attention {input.attention}"
+        "rnnsearch figures --scores {input.scores} --attention {input.attention}"
         " --src {input.src} --hyp {input.hyp} --nounk {input.nounk} --out-dir results/figures --log {log}"
 
 
@@ -101,13 +98,12 @@ if AER_GOLD:
             **cluster_resources("decode"),
         params:
             stage=stage_params("aer"),
-            files=PARAMS,
         conda:
             "../../envs/rnnsearch.yaml"
         log:
             "results/logs/aer.log",
         shell:
-            "rnnsearch aer {params.files} --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
+            "rnnsearch aer --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
             " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab} --gold {input.gold} --out {output}"
             " --log {log}"
 
@@ -128,7 +124,6 @@ rule report:
         "results/report.md",
     params:
         stage=stage_params("report"),
-        files=PARAMS,
         hyps=lambda w, input: " ".join(f"{m}={h}" for m, h in zip(MODELS, input.hyps)),
         aer=lambda w, input: f"--aer {input.aer}" if input.aer else "",
     conda:
@@ -136,7 +131,7 @@ rule report:
     log:
         "results/logs/report.log",
     shell:
-        "rnnsearch report {params.files} --table1 {input.table1} --table2 {input.table2} --figure2 {input.figure2}"
+        "rnnsearch report --table1 {input.table1} --table2 {input.table2} --figure2 {input.figure2}"
         " --alignments {input.alignments} --scores {input.scores} --src {input.src} --ref {input.ref}"
         " --hyps {params.hyps} {params.aer} --out {output} --log {log}"
 

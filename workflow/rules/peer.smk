@@ -17,7 +17,6 @@ rule peer_joeynmt:
         stats="results/peer/joeynmt/stats.json",
     params:
         stage=stage_params("peer"),
-        files=PARAMS,
         python=lambda w: setting("peer.python", "peer_joeynmt"),
         train=lambda w, input: os.path.splitext(input.train[0])[0],  # JoeyNMT reads <prefix>.<lang>
         dev=lambda w, input: os.path.splitext(input.dev[0])[0],
@@ -28,7 +27,7 @@ rule peer_joeynmt:
     log:
         "results/logs/peer_joeynmt.log",
     shell:
-        "rnnsearch peer {params.files} --train-stats {input.stats} --train {params.train}"
+        "rnnsearch peer --train-stats {input.stats} --train {params.train}"
         " --dev {params.dev} --test {params.test} --out-dir results/peer/joeynmt --log {log}"
 
 
@@ -44,7 +43,6 @@ rule peer:
         "results/peer/comparison.md",
     params:
         stage=stage_params("compare-peer"),
-        files=PARAMS,
         systems=" ".join(
             f"--system {m}=results/translations/{m}/test.hyp=results/models/{m}/train_stats.json" for m in MODELS
         ),
@@ -53,6 +51,6 @@ rule peer:
     log:
         "results/logs/peer.log",
     shell:
-        "rnnsearch compare-peer {params.files} {params.systems}"
+        "rnnsearch compare-peer {params.systems}"
         " --system JoeyNMT-2.3.0=results/peer/joeynmt/test.hyp=results/peer/joeynmt/stats.json"
         " --ref {input.ref} --out-dir results/peer --log {log}"

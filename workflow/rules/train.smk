@@ -18,7 +18,6 @@ rule train:
         validation="results/models/{model}/validation.tsv",
     params:
         stage=lambda w: stage_params("train", w.model),
-        files=PARAMS,
     threads: config["train"]["threads"]
     resources:
         **cluster_resources("train"),
@@ -29,7 +28,7 @@ rule train:
     log:
         "results/logs/train/{model}.log",
     shell:
-        "rnnsearch train {params.files} --model {wildcards.model}"
+        "rnnsearch train --model {wildcards.model}"
         " --src-train {input.src_train} --tgt-train {input.tgt_train}"
         " --src-dev {input.src_dev} --tgt-dev {input.tgt_dev}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"

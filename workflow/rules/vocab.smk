@@ -28,7 +28,6 @@ rule vocab:
         stats="results/data/vocab.json",
     params:
         stage=stage_params("vocab"),
-        files=PARAMS,
     resources:
         runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
     conda:
@@ -36,7 +35,7 @@ rule vocab:
     log:
         "results/logs/vocab.log",
     shell:
-        "rnnsearch vocab {params.files} --src {input.src} --tgt {input.tgt}"
+        "rnnsearch vocab --src {input.src} --tgt {input.tgt}"
         " --out-src {output.src} --out-tgt {output.tgt} --stats {output.stats} --log {log}"
 
 
@@ -56,7 +55,6 @@ rule data_report:
         png="results/figures/lengths.png",
     params:
         stage=stage_params("data-report"),
-        files=PARAMS,
     resources:
         runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
     conda:
@@ -64,7 +62,7 @@ rule data_report:
     log:
         "results/logs/data_report.log",
     shell:
-        "rnnsearch data-report {params.files} --corpus {input.corpus} --tok-dir results/data/tok"
+        "rnnsearch data-report --corpus {input.corpus} --tok-dir results/data/tok"
         " --vocab-dir results/data --clean-stats {input.clean} --filter-stats {input.filters}"
         " --tok-shards-src {input.tok_src} --tok-shards-tgt {input.tok_tgt}"
         " --out-md {output.md} --out-json {output.json} --out-png {output.png} --log {log}"
