@@ -99,3 +99,15 @@ def test_a_5000_word_line_among_short_ones_is_translated_piecewise(data: Path, r
     assert len(out[1].split()) > 1000
     assert "1 of 3 lines longer than --max-src-len 100 tokens: split at sentence punctuation and translated piece " \
            "by piece: line 2" in proc.stderr.decode()
+
+
+def test_the_tokenize_stage_reads_bom_and_nfd_as_nfc(tmp_path: Path):
+    """Extra test sets reach the tokenize stage straight from the user's files."""
+    text = "\n".join(FRENCH) + "\n"
+    (tmp_path / "nfc.fr").write_text(text)
+    (tmp_path / "nfd.fr").write_bytes(b"\xef\xbb\xbf" + unicodedata.normalize("NFD", text).encode())
+    for name in ("nfc", "nfd"):
+        run_tokenize(tmp_path / f"{name}.fr", tmp_path / f"{name}.tok", "fr", False)
+    assert (tmp_path / "nfd.tok").read_bytes() == (tmp_path / "nfc.tok").read_bytes()
+    run_tokenize(tmp_path / "nfd.fr", tmp_path / "kept.tok", "fr", False, unicode="none")
+    assert (tmp_path / "kept.tok").read_bytes() != (tmp_path / "nfc.tok").read_bytes()

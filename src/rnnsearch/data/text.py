@@ -9,7 +9,7 @@ import sys
 
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
-from rnnsearch.textio import InputError, atomic_path
+from rnnsearch.textio import BOM, InputError, atomic_path, normalise
 
 _MOSES_ESCAPES = re.compile(r"&(amp|lt|gt|quot|apos|#124|#91|#93);")
 
@@ -32,23 +32,27 @@ def detokenize_lines(lines: list[str], lang: str) -> list[str]:
     return [detok.detokenize(line.split()) for line in lines]
 
 
-def run_tokenize(inp: str, out: str, lang: str, aggressive_dash: bool, pretokenized: bool = False) -> int:
-    """Stage 2: tokenize one file (or, `pretokenized`, only unescape it), streaming. Returns the number of lines."""
+def run_tokenize(inp: str, out: str, lang: str, aggressive_dash: bool, pretokenized: bool = False,
+                 unicode: str = "NFC") -> int:
+    """Stage 2: tokenize one file (or, `pretokenized`, only unescape it), streaming; a leading byte-order mark is
+    dropped and the text normalised to `unicode` (an extra test set comes here straight from the user's files).
+    Returns the number of lines."""
     tok = MosesTokenizer(lang=lang)
     n = 0
     with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f, _progress(inp) as bar:
-        for n, line in enumerate(_text_lines(inp), 1):
+        for n, line in enumerate(_text_lines(inp, unicode), 1):
             f.write((unescape_pretokenized(line) if pretokenized else
                      tok.tokenize(line, aggressive_dash_splits=aggressive_dash, escape=False, return_str=True)) + "\n")
             bar.update(1)
     return n
 
 
-def _text_lines(path: str):
+def _text_lines(path: str, unicode: str = "NFC"):
     with open(path, "rb") as f:
         for i, raw in enumerate(f, 1):
             try:
-                yield raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8")
+                text = raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8")
+                yield normalise(text.removeprefix(BOM) if i == 1 else text, unicode)
             except UnicodeDecodeError as e:
                 raise InputError(f"{path}:{i}: invalid UTF-8 at byte {e.start} of the line") from None
 
