@@ -1,13 +1,9 @@
 """The stage registry: one record per `rnnsearch <stage>` command, the one place a stage is declared.
 
 A record names the stage, its help, the function it runs (imported only when it runs), its command-line
-arguments, the params keys it reads, and how its arguments and params are passed to the function. From it:
-- `cli.py` builds the parser and runs the stage;
-- the Snakemake rules take the stage's params (`stage_params`, so a change of a value it reads reruns exactly
-  its jobs) and its source files (`stage_code`: the import closure of its function's module, so editing any
-  module it imports reruns it);
-- `dvcyaml.py` writes the same params and sources into `dvc.yaml`.
-
+arguments, the params keys it reads, and how its arguments and params are passed to the function. `cli.py`
+builds the parser from it; the Snakemake rules and `dvc.yaml` take each stage's params (`stage_params`: a change
+of a value it reads reruns exactly its jobs) and source files (`stage_code`: the import closure of its module).
 A new stage is one record here and one rule in `workflow/rules/`.
 """
 

@@ -187,10 +187,10 @@ class Training:
     def diverged(self, what: str) -> None:
         """Stop: raise Diverged naming the update and the last checkpoint, which stays as it is."""
         last = self.out / "checkpoint.pt"
-        kept = f"the last checkpoint, {last}, is kept as it was" if last.exists() else "no checkpoint was written"
+        kept = (f"the last checkpoint, {last}, is kept as it was (delete it to start afresh with other settings)"
+                if last.exists() else "no checkpoint was written")
         raise Diverged(f"{self.name}: training diverged at update {self.state.update} ({what}); {kept}, and no "
-                       f"model.pt is written. Try a smaller train.lr or train.clip_norm, or rerun to resume from "
-                       f"that checkpoint")
+                       "model.pt is written. Try a smaller train.lr or train.clip_norm")
 
     def save(self, path: Path) -> None:
         if not bool(torch.stack([torch.isfinite(p).all() for p in self.model.parameters()]).all()):
