@@ -97,7 +97,7 @@ def _translate(fn: Callable, a: argparse.Namespace, p: Params) -> None:
         from rnnsearch.decoding.user import UserOptions, translate_user
 
         opts = UserOptions(a.beam, a.max_len_a, a.max_len_b, not a.no_length_norm, a.n_best, a.max_src_len,
-                           a.src_lang, a.tgt_lang)
+                           a.src_lang, a.tgt_lang, normalize_punctuation=not a.no_normalize_punctuation)
         return translate_user(a.checkpoint, a.input, a.output, opts, a.src_vocab, a.tgt_vocab, a.alignment,
                               a.heatmap_dir)
     missing = [x for x in ("src", "ref", "src_vocab", "tgt_vocab") if not getattr(a, x)]
@@ -156,12 +156,14 @@ STAGES: tuple[Stage, ...] = (
           lambda f, a, p: f(a.src, a.tgt, a.out_src, a.out_tgt),
           (*required("--src", "--tgt"), *required("--out-src", "--out-tgt", nargs="+", help="one file per shard")),
           params=False),
-    Stage("tokenize", "2. Moses-tokenize one text file (sacremoses, no lowercasing)", "rnnsearch.data.text:run_tokenize",
+    Stage("tokenize", "2. normalise the punctuation of one text file and Moses-tokenize it (sacremoses, no "
+          "lowercasing)", "rnnsearch.data.text:run_tokenize",
           lambda f, a, p: f(a.input, a.output, a.lang, p["tokenize"]["aggressive_dash"], a.pretokenized,
-                            p["data.unicode"]),
+                            p["data.unicode"], p["tokenize"]["normalize_punctuation"], a.stats),
           (*required("--lang", "--input", "--output"),
+           arg("--stats", help="a JSON of the lines and of those whose punctuation was normalised"),
            arg("--pretokenized", action="store_true",
-               help="the text is Moses-tokenized already (LIUM): only undo its XML escapes")),
+               help="the text is Moses-tokenized already (LIUM): undo its XML escapes, normalise token by token")),
           keys=("tokenize", "data.unicode"), rules=("tokenize", "tokenize_shard")),
     Stage("clean", "2. drop pairs with an empty side, too many words or a skewed length ratio from one shard",
           "rnnsearch.data.prepare:run_clean",
@@ -219,6 +221,9 @@ STAGES: tuple[Stage, ...] = (
                help="print the N best translations per sentence as 'sentence ||| translation ||| log-prob ||| "
                     "log-prob per word' (sentences numbered from 0, as Moses does)"),
            arg("--src-lang", default="en"), arg("--tgt-lang", default="fr"),
+           arg("--no-normalize-punctuation", action="store_true",
+               help="leave typographic punctuation as it is (a model trained with tokenize.normalize_punctuation "
+                    "off)"),
            arg("--alignment", action="store_true", help="draw each alignment as text on stderr"),
            arg("--heatmap-dir", help="write each alignment as a PNG heatmap here")),
           keys=("decode", "data.tgt"), rules=("translate", "translate_extra"), runs_model=True),

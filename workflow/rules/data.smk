@@ -105,18 +105,19 @@ rule tokenize_shard:
         text="results/data/shards/raw/{scatteritem}.{lang}",
         code=stage_code("tokenize"),
     output:
-        "results/data/shards/tok/{scatteritem}.{lang}",
+        text="results/data/shards/tok/{scatteritem}.{lang}",
+        stats="results/data/shards/tok/{scatteritem}.{lang}.json",
     params:
         stage=stage_params("tokenize"),
-        # the LIUM bitexts are Moses-tokenized already: only their XML escapes are undone
+        # the LIUM bitexts are Moses-tokenized already: their XML escapes are undone, their tokens normalised
         pretokenized=" --pretokenized" if PRETOKENIZED_TRAIN else "",
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/tokenize/train.{scatteritem}.{lang}.log",
     shell:
-        "rnnsearch tokenize --lang {wildcards.lang} --input {input.text} --output {output}"
-        "{params.pretokenized} --log {log}"
+        "rnnsearch tokenize --lang {wildcards.lang} --input {input.text} --output {output.text}"
+        " --stats {output.stats}{params.pretokenized} --log {log}"
 
 
 rule tokenize:
@@ -124,7 +125,8 @@ rule tokenize:
         text="results/data/raw/{split}.{lang}",
         code=stage_code("tokenize"),
     output:
-        "results/data/tok/{split}.{lang}",
+        text="results/data/tok/{split}.{lang}",
+        stats="results/data/tok/{split}.{lang}.json",
     wildcard_constraints:
         split="dev|test",
     params:
@@ -134,7 +136,8 @@ rule tokenize:
     log:
         "results/logs/tokenize/{split}.{lang}.log",
     shell:
-        "rnnsearch tokenize --lang {wildcards.lang} --input {input.text} --output {output} --log {log}"
+        "rnnsearch tokenize --lang {wildcards.lang} --input {input.text} --output {output.text}"
+        " --stats {output.stats} --log {log}"
 
 
 rule clean:

@@ -45,6 +45,7 @@ rule translate_extra:
     params:
         decode=config["decode"],
         norm="" if config["decode"]["length_norm"] else " --no-length-norm",
+        punct="" if config["tokenize"]["normalize_punctuation"] else " --no-normalize-punctuation",
         langs=f"--src-lang {SRC} --tgt-lang {TGT}",
     threads: config["decode"]["threads"]
     resources:
@@ -56,4 +57,4 @@ rule translate_extra:
     shell:
         "rnnsearch translate --checkpoint {input.checkpoint} --input {input.src} --output {output}"
         " --beam {params.decode[beam]} --max-len-a {params.decode[max_len_a]} --max-len-b {params.decode[max_len_b]}"
-        "{params.norm} {params.langs} --log {log}"
+        "{params.norm}{params.punct} {params.langs} --log {log}"

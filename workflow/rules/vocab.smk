@@ -46,6 +46,9 @@ rule data_report:
         clean=gather.shard("results/data/shards/clean/{scatteritem}.json"),
         tok_src=gather.shard(f"results/data/shards/tok/{{scatteritem}}.{SRC}"),
         tok_tgt=gather.shard(f"results/data/shards/tok/{{scatteritem}}.{TGT}"),
+        # the tokenize stage's statistics, read beside each tokenized file
+        tok_stats=[f for lang in (SRC, TGT) for f in gather.shard(f"results/data/shards/tok/{{scatteritem}}.{lang}.json")]
+        + expand("results/data/tok/{split}.{lang}.json", split=["dev", "test"], lang=[SRC, TGT]),
         filters=expand("results/data/train{maxlen}.json", maxlen=TRAIN_LENS),
         vocab=[f"results/data/vocab.{SRC}.tsv", f"results/data/vocab.{TGT}.tsv", *SPM_FILES],
         code=stage_code("data-report"),

@@ -5,7 +5,9 @@
   from one streaming pass over the tokenized shards, which keep the corpus order, with the cleaning rule of the
   clean stage (`prepare.clean_reason`) and the length limits of the ≤N sets;
 * length histograms of the tokenized training, dev and test text (results/figures/lengths.png);
-* shortlist coverage and [UNK] rate (share of running words outside the shortlist) on train, dev and test.
+* shortlist coverage and [UNK] rate (share of running words outside the shortlist) on train, dev and test;
+* the lines whose punctuation the tokenize stage normalised, per text (read from the `<tokenized file>.json`
+  it writes beside each tokenized file: the training shards, dev and test).
 
 Every count is read from the stage statistics or streamed from the files, so the report scales with the corpus.
 """
@@ -118,11 +120,21 @@ def run_data_report(corpus_json: str, tok_dir: str, clean_stats: list[str], filt
                   if "unicode_normalised" in corpus.get(split, {})}
     if normalised:  # lines (either side) that data.unicode changed; the embedded corpus is written in NFC
         report["unicode_normalised"] = normalised
+    report["punctuation"] = _punctuation(tok_dir, tok_shards, src, tgt)
     write_json_atomic(out_json, report)
     _plot(histograms, src, tgt, out_png)
     with atomic_path(out_md) as tmp:
         tmp.write_text(_markdown(report, src, tgt, Path(out_png), Path(out_md)), encoding="utf-8")
     return report
+
+
+def _punctuation(tok_dir: Path, tok_shards: tuple[list, list], src: str, tgt: str) -> dict:
+    """{text: lines whose punctuation was normalised} from the tokenize stage's statistics, and whether it ran."""
+    texts = {f"train.{lang}": [f"{p}.json" for p in shards] for lang, shards in zip((src, tgt), tok_shards)}
+    texts |= {f"{split}.{lang}": [tok_dir / f"{split}.{lang}.json"] for split in ("dev", "test") for lang in (src, tgt)}
+    stats = {text: [read_json(p) for p in paths] for text, paths in texts.items()}
+    return {"normalize_punctuation": all(s["normalize_punctuation"] for ss in stats.values() for s in ss),
+            "lines_changed": {text: sum(s["punctuation_normalised"] for s in ss) for text, ss in stats.items()}}
 
 
 def _plot(histograms: dict, src: str, tgt: str, out_png: str) -> None:
@@ -160,6 +172,10 @@ def _markdown(report: dict, src: str, tgt: str, png: Path, md: Path) -> str:
     if "unicode_normalised" in report:
         lines += ["", "Lines changed by Unicode normalisation (data.unicode), either side: " + ", ".join(
             f"{split} {n:,}" for split, n in report["unicode_normalised"].items()) + "."]
+    punct = report["punctuation"]
+    lines += ["", "Lines whose punctuation was normalised before tokenization (tokenize.normalize_punctuation): " + (
+        ", ".join(f"{text} {n:,}" for text, n in punct["lines_changed"].items()) + "." if punct["normalize_punctuation"]
+        else "none (off).")]
     if len(report["corpora"]) > 1:
         steps = list(next(iter(report["corpora"].values())))
         lines += ["", "## Per corpus: sentence pairs (and " + src + " words) after each step", "",

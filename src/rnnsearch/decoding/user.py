@@ -1,7 +1,9 @@
 """`rnnsearch translate --checkpoint M [--input F] [--output F]`: a user's own raw sentences, one per line.
 
 Input as users have it: a leading byte-order mark is dropped, CRLF line ends are read as LF, and every line is
-normalised to NFC (accents composed, as in the training text) before Moses tokenization. Output is NFC UTF-8
+normalised to NFC (accents composed, as in the training text), and its punctuation as the tokenize stage's
+(`--no-normalize-punctuation` for a model trained with tokenize.normalize_punctuation off), before Moses
+tokenization. Output is NFC UTF-8
 with `\\n`, one line per input line, in input order:
 - an empty (or blank) input line gives an empty output line;
 - a line of more than `max_src_len` tokens is split into pieces at sentence punctuation (. ! ? ; :), or at
@@ -43,6 +45,7 @@ class UserOptions:
     src_lang: str = "en"
     tgt_lang: str = "fr"
     batch_size: int = 32
+    normalize_punctuation: bool = True  # as the pipeline's tokenize stage (tokenize.normalize_punctuation)
 
 
 @dataclass
@@ -118,7 +121,7 @@ class UserTranslator:
         from rnnsearch.decoding.search import translate_nbest
 
         o, sv = self.opts, self.sv
-        tokens = [t.split() for t in tokenize_lines(lines, o.src_lang)]
+        tokens = [t.split() for t in tokenize_lines(lines, o.src_lang, normalize_punctuation=o.normalize_punctuation)]
         parts = [pieces(t, o.max_src_len) for t in tokens]  # (line, piece) → tokens
         flat = [sv.encode(p) for ps in parts for p in ps]
         nbest = iter(translate_nbest(self.model, flat, beam=o.beam, batch_size=o.batch_size, max_len_a=o.max_len_a,
