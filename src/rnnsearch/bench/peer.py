@@ -7,8 +7,9 @@ machine's speed drifts:
   2. ours: the model closest to JoeyNMT's (`CLOSEST`) with our default batching (the paper's length-sorted blocks
      of 20 batches) and with the peer's batch composition (random batches of 80), and our RNNsearch at the same
      sizes with our default batching, all in fp32 as the peer; then the closest model with our batching under
-     bf16 autocast (`train.precision: bf16`), reported beside the fp32 figures, not instead of them; each run in a
-     fresh process;
+     bf16 autocast (`train.precision: bf16`), reported beside the fp32 figures, not instead of them, and only on
+     a CPU that multiplies bf16 in hardware (AVX512-BF16 or AMX: elsewhere oneDNN emulates it, many times slower
+     than fp32, which measures nothing worth knowing); each run in a fresh process;
   3. the peer's fixed-length decodes (`greedy_fixed beam_fixed`: </s> blocked until N, every output N long, N the
      mean reference length with </s>);
   4. ours, the same decodes of the same 1000 test sentences, each in a fresh process.
@@ -37,6 +38,7 @@ import torch
 
 from rnnsearch.bench.data import in_fresh_process, peak_rss_mb
 from rnnsearch.bench.speed import TRAIN_SIZES, gemm_peak_gflops, machine
+from rnnsearch.runtime import native_bf16_cpu
 from rnnsearch.textio import InputError, atomic_path, read_lines, write_json_atomic
 
 log = logging.getLogger("rnnsearch.bench.peer")
@@ -48,8 +50,12 @@ CLOSEST = ("luong", {"cell": "gru", "attention": "additive", "dropout": 0.0})
 MODELS = {"closest": CLOSEST, "rnnsearch": ("rnnsearch", {})}
 SIZES = TRAIN_SIZES["bench"]  # embeddings 256, hidden 512, alignment 512, maxout 256, 8000 words per side
 # our training runs per round: (model, batching, precision); the decodes use the fp32 runs' weights
-TRAIN_RUNS = (("closest", "sorted", "fp32"), ("closest", "random", "fp32"), ("rnnsearch", "sorted", "fp32"),
-              ("closest", "sorted", "bf16"))
+TRAIN_RUNS = (("closest", "sorted", "fp32"), ("closest", "random", "fp32"), ("rnnsearch", "sorted", "fp32"))
+BF16_RUN = ("closest", "sorted", "bf16")  # where the CPU has native bf16 (runtime.native_bf16_cpu)
+
+
+def train_runs() -> tuple:
+    return TRAIN_RUNS + ((BF16_RUN,) if native_bf16_cpu() else ())
 
 
 def _shortlist_and_ids(path: str):
@@ -194,7 +200,9 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
     joeynmt, torch_version = (versions.split() + ["?"])[:2]
     results = {"benchmark": "peer", "peer": f"JoeyNMT {joeynmt} (torch {torch_version}) via {script}", "machine": machine(),
                "threads": threads, "updates": updates, "warmup_updates": warmup, "rounds": rounds,
-               "closest": {"arch": CLOSEST[0], **CLOSEST[1]}, "sizes": SIZES, "datasets": {}}
+               "closest": {"arch": CLOSEST[0], **CLOSEST[1]}, "sizes": SIZES, "datasets": {},
+               "bf16": "measured (the CPU has AVX512-BF16 or AMX)" if native_bf16_cpu() else
+               "not measured: the CPU has neither AVX512-BF16 nor AMX (oneDNN would emulate bf16)"}
     with tempfile.TemporaryDirectory(prefix="rnnsearch-bench-peer-") as tmp:
         peer_log = Path(peer_log)
         peer_log.unlink(missing_ok=True)
@@ -207,7 +215,7 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
                 runs["peer"].append({"round": r + 1, **run_peer_script(
                     script, peer_python, dataset, "gemm train", updates, threads, work, raw, peer_log)})
                 fixed = fixed_length(f"{data}/test.fr")
-                for name, batching, precision in TRAIN_RUNS:
+                for name, batching, precision in train_runs():
                     res = in_fresh_process(train_ours, name, data, "en", "fr", batching, updates, warmup, threads,
                                            seed, f"{tmp}/{dataset}_{name}{'' if precision == 'fp32' else '_bf16'}.pt",
                                            precision)
@@ -251,7 +259,7 @@ def summarise(runs: dict, decode: list[str]) -> dict:
                   "gflop_per_target_token": _median([p["gflop_per_trg_tok_useful"] for p in peer_train]),
                   "gflops_useful": _median([p["achieved_gflops_useful"] for p in peer_train]),
                   "peak_rss_mb": _median([p["process_peak_rss_mb"] for p in peer_train])}}
-    for name, batching, precision in TRAIN_RUNS:
+    for name, batching, precision in (*TRAIN_RUNS, BF16_RUN):
         if ours(name, batching, precision, "target_tokens_per_s") is None:
             continue
         s[f"{name}_{batching}" + ("_bf16" if precision == "bf16" else "")] = {"precision": precision, **{
@@ -303,7 +311,8 @@ def markdown(results: dict) -> str:
              f"{results['rounds']} rounds (A, B, A, B), medians shown; {results['updates']} updates of 80 sentences "
              f"per training run, the first {results['warmup_updates']} untimed. Best 2048³ fp32 GEMM in the run: "
              f"{results['gemm_peak_gflops']} GFLOP/s. closest = our `{results['closest']['arch']}` preset with "
-             f"{', '.join(f'{k}: {v}' for k, v in results['closest'].items() if k != 'arch')}.", ""]
+             f"{', '.join(f'{k}: {v}' for k, v in results['closest'].items() if k != 'arch')}. bf16 autocast: "
+             f"{results.get('bf16', 'measured')}.", ""]
     for name, ds in results["datasets"].items():
         s = ds["summary"]
         lines += [f"## {name} (fixed decoding length {ds['fixed_length']})", "",
