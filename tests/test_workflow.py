@@ -180,7 +180,7 @@ def test_dvc_repro_gives_the_same_results_and_tracks_params(workspace: Path):
 def test_editing_a_module_reruns_exactly_the_stages_that_import_it(workspace: Path):
     """decoding/search.py is imported by training (validation) and translation, and by no data stage nor forced
     alignment (which scores the reference, searching nothing): after an edit, `dvc status` flags exactly the stages whose import closure holds it, and `snakemake -n`
-    gives the same jobs "Updated input files" as their reason (what follows them reruns too)."""
+    plans those jobs (what follows them reruns too) and no data preparation."""
     from rnnsearch.stages import STAGES, stage_code, stage_of_rule
 
     module = "src/rnnsearch/decoding/search.py"
@@ -198,8 +198,12 @@ def test_editing_a_module_reruns_exactly_the_stages_that_import_it(workspace: Pa
         dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2"], workspace).stdout
         direct = {m.group(1) for m in re.finditer(r"^(?:local)?rule (\w+):\n(?:    .*\n)*?    reason: Updated input files: ([^\n]*)",
                                                   dry, re.M) if module in m.group(2)}
-        assert {stage_of_rule(r).name for r in direct} == importers & {"train", "translate", "aer"}, dry[-3000:]
-        assert not set(job_counts(dry)) & {"corpus", "tokenize", "tokenize_shard", "clean", "vocab", "count"}
+        # Snakemake gives one reason per job: translate jobs, whose model reruns too, may show that one instead
+        assert "train" in {stage_of_rule(r).name for r in direct} and {stage_of_rule(r).name for r in direct} <= \
+            importers, dry[-3000:]
+        counts = job_counts(dry)
+        assert counts["train"] == 4 and counts["translate"] == 4, counts
+        assert not set(counts) & {"corpus", "tokenize", "tokenize_shard", "clean", "vocab", "count"}
     finally:
         path.write_text(original)
 
