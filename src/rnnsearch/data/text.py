@@ -73,7 +73,7 @@ def run_tokenize(inp: str, out: str, lang: str, aggressive_dash: bool, pretokeni
     `unicode` (an extra test set comes here straight from the user's files). `stats`: a JSON of the lines and of
     the lines whose punctuation was normalised (for the data report). Returns the number of lines."""
     tok = MosesTokenizer(lang=lang)
-    norm = MosesPunctNormalizer(lang=lang).normalize if normalize_punctuation else None
+    norm = punctuation_normaliser(lang) if normalize_punctuation else None  # None: nothing to count either
     n = changed = 0
     with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f, _progress(inp) as bar:
         for n, line in enumerate(_text_lines(inp, unicode), 1):
