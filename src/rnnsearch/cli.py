@@ -66,6 +66,14 @@ def _user_translate(args: argparse.Namespace) -> bool:
     return args.stage == "translate" and not args.out_dir
 
 
+def _rank() -> int:
+    """This process's rank among a training's data-parallel processes (torchrun's RANK, an srun task's
+    SLURM_PROCID; 0 for one process)."""
+    from rnnsearch.training.distributed import detect
+
+    return detect().rank
+
+
 def _setup_logging(log_file: str | None, quiet: bool = False, append: bool = False) -> None:
     fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
     console = logging.StreamHandler(sys.stderr)
@@ -85,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # a training that resumes (a chain of cluster jobs) continues the log of the run it continues
     resuming = args.stage == "train" and (Path(args.out_dir) / "checkpoint.pt").exists()
-    _setup_logging(getattr(args, "log", None), quiet=_user_translate(args), append=resuming)
+    follower = args.stage == "train" and _rank() > 0
+    if follower:  # data-parallel training: process 0 writes the log; the others' warnings go to stderr
+        args.log = None
+    _setup_logging(getattr(args, "log", None), quiet=_user_translate(args) or follower, append=resuming)
     log = logging.getLogger("rnnsearch")
     log.info("rnnsearch %s: %s", args.stage, " ".join(sys.argv[1:] if argv is None else argv))
     if os.environ.get("SLURM_JOB_ID"):  # evidence of where a job ran, for the log and the Slurm tests

@@ -17,6 +17,7 @@ class TrainConfig:
     eps: float
     batch_size: int
     batch_tokens: int
+    scale_batch: bool
     sort_batches: int
     clip_norm: float
     max_updates: int

@@ -29,6 +29,21 @@ class Batch:
     def to(self, device) -> "Batch":
         return Batch(self.x.to(device), self.lengths, self.y_in.to(device), self.y_out.to(device), self.index)
 
+    def share(self, rank: int, size: int) -> tuple["Batch", float]:
+        """Process `rank`'s part of this minibatch among `size` data-parallel processes: rows rank, rank + size, …
+        (the rows are sorted by length, so every share gets short and long ones), padded to its own longest.
+
+        Returns the share and its weight in the loss: 1, or 0 for a process left without a row (a minibatch of
+        fewer rows than processes), which then runs one row whose gradient counts for nothing."""
+        rows = list(range(rank, self.x.size(0), size))
+        weight = 1.0 if rows else 0.0
+        rows = rows or [0]
+        lengths = self.lengths[rows]
+        y_out = self.y_out[rows]
+        ty = int((y_out != PAD_ID).sum(1).max())
+        return Batch(self.x[rows, : int(lengths.max())], lengths, self.y_in[rows, :ty], y_out[:, :ty],
+                     [self.index[i] for i in rows]), weight
+
     @property
     def target_words(self) -> int:
         return int((self.y_out != PAD_ID).sum())

@@ -30,6 +30,8 @@ log = logging.getLogger("rnnsearch.train")
 # The others (max_updates, patience, log_every, checkpoint_every, keep_checkpoints, validate_every,
 # validate_beam, device, precision, threads) may change between a run and its resumption.
 RESUME_KEYS = ("optimizer", "lr", "rho", "eps", "batch_size", "batch_tokens", "sort_batches", "clip_norm")
+# Neither is the number of processes: a checkpoint of N data-parallel processes resumes on M (the data position
+# is global), unless train.scale_batch makes the global batch depend on it (config "global_batch").
 
 
 @dataclass
@@ -69,7 +71,9 @@ class TrainState:
 def resume_mismatch(saved: dict, config: dict) -> list[str]:
     """The differences between a checkpoint's config and this run's that forbid resuming it."""
     diffs = []
-    for key in ("seed", "src_vocab", "tgt_vocab"):
+    for key in ("seed", "src_vocab", "tgt_vocab", "global_batch"):
+        if key == "global_batch" and key not in saved:  # written before data-parallel training: batch_size
+            continue
         if saved.get(key) != config[key]:
             diffs.append(f"{key}: {saved.get(key)!r} in the checkpoint, {config[key]!r} now")
     for section, keys in (("model", sorted(set(saved["model"]) | set(config["model"]))), ("train", RESUME_KEYS)):
@@ -80,26 +84,35 @@ def resume_mismatch(saved: dict, config: dict) -> list[str]:
     return diffs
 
 
-def start_or_resume(out: Path, config: dict, model, optimizer, batches, device, vocabs: dict) -> TrainState | None:
+def start_or_resume(out: Path, config: dict, model, optimizer, batches, device, vocabs: dict, owner: bool = True,
+                    read_by_all=lambda: None) -> TrainState | None:
     """Restore model, optimizer, data position and RNG from `out/checkpoint.pt` and return its state, or return
     None (a fresh start). A damaged checkpoint.pt gives way to the newest readable checkpoint-<update>.pt. A
     checkpoint of other settings is refused unless it is finished (an ablation under the same name: trained again
     from scratch, after moving the finished one aside with a warning).
 
-    `vocabs`: side → (file, Vocab), checked against the checkpoint's."""
+    `vocabs`: side → (file, Vocab), checked against the checkpoint's. Of data-parallel processes, each reads
+    and decides the same, waits in `read_by_all` until all have read, and only the `owner` changes the folder."""
     path = out / "checkpoint.pt"
+    state = aside = None
     if path.exists():
         saved, path = _readable_checkpoint(out, device)
         diffs = resume_mismatch(saved["config"], config)
         if not diffs:
-            return _restore(saved, path, model, optimizer, batches, device, vocabs)
-        if not saved.get("progress", {}).get("finished"):
+            state = _restore(saved, path, model, optimizer, batches, device, vocabs)
+        elif not saved.get("progress", {}).get("finished"):
             raise InputError(f"{path}: written for another configuration ({'; '.join(diffs)}); "
                              "delete it to train from scratch")
-        aside = _move_aside(out)
+        else:
+            aside = diffs
+    read_by_all()
+    if state is not None or not owner:
+        return state
+    if aside:
+        folder = _move_aside(out)
         log.warning("%s: %s holds a finished training of another configuration (%s): moved to %s (delete that "
                     "folder once you no longer need it); training from scratch", config["name"], path,
-                    "; ".join(diffs), aside)
+                    "; ".join(aside), folder)
     for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt"), path]:  # an unfinished start's leftovers
         old.unlink(missing_ok=True)
     return None

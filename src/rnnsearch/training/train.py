@@ -29,6 +29,7 @@ from rnnsearch.data.vocab import PAD_ID, Vocab
 from rnnsearch.model import build_model
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
 from rnnsearch.settings import TrainConfig
+from rnnsearch.training.distributed import World, detect, process_group, train_device
 from rnnsearch.textio import (
     InputError,
     Interrupted,
@@ -134,50 +135,62 @@ def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src
     from there and ends with the same parameters as an uninterrupted run. Every `validate_every` updates and at
     the end, the dev set is scored; the best state by dev BLEU is kept (best-<update>.pt) and becomes `model.pt`.
     With `patience` > 0, training stops after that many validations without a better dev BLEU.
+
+    Started by torchrun or srun as N processes (`rnnsearch.training.distributed`), it trains data-parallel: the
+    same updates on the same global minibatches, each process computing the gradient of its share.
     """
-    with _stop_on_signals() as stop:  # from the start: a SIGTERM while the data loads is honoured at update 1
+    world = detect()
+    device = train_device(resolve_device(train_cfg.device), world)
+    with _stop_on_signals() as stop, process_group(world, device):  # a SIGTERM while the data loads: update 1
         training = Training(name, model_cfg, train_cfg, seed, (src_train, tgt_train), (src_dev, tgt_dev),
-                            (src_vocab_path, tgt_vocab_path), Path(out_dir))
+                            (src_vocab_path, tgt_vocab_path), Path(out_dir), world, device)
         training.loop(stop)
         return training.finish()
 
 
 class Training:
-    """One process's part of a training: the model, its optimizer, the data, and the `TrainState`."""
+    """One process's part of a training: the model, its optimizer, the data, and the `TrainState`. Of several
+    data-parallel processes, only the leader (rank 0) validates and writes files."""
 
     def __init__(self, name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, train: tuple[str, str],
-                 dev: tuple[str, str], vocab_paths: tuple[str, str], out: Path):
-        self.name, self.cfg, self.out = name, train_cfg, out
-        seed_everything(seed)
+                 dev: tuple[str, str], vocab_paths: tuple[str, str], out: Path, world: World = World(),
+                 device: torch.device | None = None):
+        self.name, self.cfg, self.out, self.world = name, train_cfg, out, world
+        seed_everything(seed)  # the same on every process: the same initial weights and minibatches
         torch.set_num_threads(train_cfg.threads)
-        self.device = device = resolve_device(train_cfg.device)
+        self.device = device = device or resolve_device(train_cfg.device)
         self.bf16 = train_cfg.precision == "bf16"  # autocast on resolve_device's cuda or cpu
-        if self.bf16 and device.type == "cpu" and not native_bf16_cpu():
+        if self.bf16 and device.type == "cpu" and not native_bf16_cpu() and world.leader:
             log.warning("precision bf16: this CPU has no bf16 matrix instructions (AVX512-BF16 or AMX), so its bf16 "
                         "products are emulated and training will be slower than in fp32")
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab = Vocab.load(vocab_paths[0]), Vocab.load(vocab_paths[1])
         self.src, tgt = encode_corpus(*read_parallel(*train), src_vocab, tgt_vocab)
         self.dev_lines = read_parallel(*dev)
         self.dev_src, self.dev_tgt = encode_corpus(*self.dev_lines, src_vocab, tgt_vocab)
+        scale = world.size if train_cfg.scale_batch else 1  # the global minibatch: batch_size, or per process
+        batch_size, batch_tokens = train_cfg.batch_size * scale, train_cfg.batch_tokens * scale
         self.config = {"name": name, "model": model_cfg, "train": asdict(train_cfg), "seed": seed,
-                       "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab)}
-        self.model = build_model(model_cfg, len(src_vocab), len(tgt_vocab)).to(device)
+                       "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab), "global_batch": [batch_size,
+                                                                                                   batch_tokens]}
+        dtype = torch.float64 if train_cfg.precision == "fp64" else torch.float32
+        self.model = build_model(model_cfg, len(src_vocab), len(tgt_vocab)).to(device, dtype)
+        self.net = self.model if world.size == 1 else torch.nn.parallel.DistributedDataParallel(self.model)
         self.optimizer = make_optimizer(self.model.parameters(), train_cfg.optimizer, train_cfg.lr, train_cfg.rho,
                                         train_cfg.eps)
-        self.batches = PaperBatches(self.src, tgt, train_cfg.batch_size, train_cfg.sort_batches, seed,
-                                    train_cfg.batch_tokens)
+        self.batches = PaperBatches(self.src, tgt, batch_size, train_cfg.sort_batches, seed, batch_tokens)
         vocabs = {"src": (vocab_paths[0], src_vocab), "tgt": (vocab_paths[1], tgt_vocab)}
-        resumed = start_or_resume(out, self.config, self.model, self.optimizer, self.batches, device, vocabs)
+        resumed = start_or_resume(out, self.config, self.model, self.optimizer, self.batches, device, vocabs,
+                                  owner=world.leader, read_by_all=world.barrier)
         self.state = resumed or TrainState()
         self.run = {"start": self.state.update, "end": self.state.update, "ended_by": None,
-                    "slurm_job": os.environ.get("SLURM_JOB_ID"), "host": platform.node()}
+                    "slurm_job": os.environ.get("SLURM_JOB_ID"), "host": platform.node(), "processes": world.size}
         self.state.runs.append(self.run)
         self.commit = git_commit()
         log.info("%s: %s", name, ", ".join(f"{k} {v}" for k, v in self.model.cfg.items()))
         log.info("%s: %s parameters, %d training pairs, %d dev pairs, device %s%s, git %s", name,
                  f"{self.model.num_parameters():,}", len(self.src), len(self.dev_src), device,
                  " (bf16 autocast)" if self.bf16 else "", self.commit)
-        self.live = _live(out / "dvclive", resume=resumed is not None)
+        self.live = _live(out / "dvclive", resume=resumed is not None) if world.leader else None
         self.seconds_before, self.start = self.state.seconds, time.perf_counter()
 
     def seconds(self) -> float:
@@ -204,19 +217,30 @@ class Training:
                         progress=self.state.to_dict(), rng=torch.get_rng_state(), git=self.commit,
                         cuda_rng=cuda_rng, vocab=vocab)
 
-    def step(self, batch: Batch) -> None:
+    def step(self, batch: Batch, stop: dict) -> int:
         """One update (App. B.2): the mean over sentences of the summed word NLL, its gradient's L2 norm
-        rescaled to at most clip_norm, one optimizer step; the loss and words go into the log window."""
-        batch = batch.to(self.device)
+        rescaled to at most clip_norm, one optimizer step; the loss and words go into the log window.
+
+        Data-parallel, each process takes its share of `batch` and scales its loss by N / B: DDP averages the N
+        gradients, giving the gradient of the whole minibatch's mean loss on every process, whose norm is the
+        global norm. Returns the signal that stops the training after this update (0: none), agreed by all."""
+        world, rows = self.world, batch.x.size(0)
+        part, weight = batch.share(world.rank, world.size) if world.size > 1 else (batch, 1.0)
+        part = part.to(self.device)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            loss = batch_nll(self.model, batch)
+            loss = batch_nll(self.net, part)
         self.optimizer.zero_grad(set_to_none=True)
-        (loss / batch.x.size(0)).backward()
+        (loss / rows if world.size == 1 else loss * (weight * world.size) / rows).backward()
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         self.optimizer.step()
         state = self.state
         state.update += 1
-        loss_value, norm_value = torch.stack([loss.detach().float(), norm.float()]).tolist()  # one device sync
+        if world.size == 1:
+            loss_value, norm_value = torch.stack([loss.detach().float(), norm.float()]).tolist()  # one device sync
+            signal_ = stop.get("signal", 0)
+        else:  # one collective: the minibatch's loss, and a signal any process received
+            loss_value, signal_ = world.agree(loss * weight, stop.get("signal", 0))
+            norm_value = float(norm)
         per_word = loss_value / batch.target_words
         if not (math.isfinite(loss_value) and math.isfinite(norm_value)) or per_word > MAX_NLL_PER_WORD:
             self.diverged(f"loss {per_word:.3g} nats per target word, gradient norm {norm_value:.3g}")
@@ -225,17 +249,18 @@ class Training:
         state.window[1] += batch.x.size(0)
         state.window[2] += words
         state.words += words
+        return signal_
 
     def loop(self, stop: dict) -> None:
         """Updates until the budget, early stopping or a signal (which saves a checkpoint and raises Interrupted)."""
         state, cfg = self.state, self.cfg
         max_updates, every, validate_every = cfg.max_updates, cfg.checkpoint_every, cfg.validate_every
         done = state.update >= max_updates or state.patience_spent(cfg.patience)
-        bar = _progress_bar(state.update, max_updates, self.name)
+        bar = _progress_bar(state.update, max_updates, self.name) if self.world.leader else None
         self.t_window, self.first_update = self.start, state.update
         self.model.train()
         for batch in self.batches if not done else ():
-            self.step(batch)
+            signal_ = self.step(batch, stop)
             update = state.update
             if bar is not None:
                 bar.update(1)
@@ -243,12 +268,13 @@ class Training:
                 self.log_window()
             if update >= max_updates:
                 break
-            if validate_every and update % validate_every == 0 and self.validate_and_select():
+            if validate_every and update % validate_every == 0 and self.world.decide(
+                    self.world.leader and self.validate_and_select(), self.device):
                 log.info("%s: early stop at update %d: dev BLEU has not improved for %d validations", self.name,
                          update, state.bad)
                 break
-            if stop or (every and update % every == 0):
-                self.checkpoint(stop)
+            if signal_ or (every and update % every == 0):
+                self.checkpoint(signal_)
         if bar is not None:
             bar.close()
 
@@ -272,17 +298,21 @@ class Training:
         window[:] = [0.0, 0, 0]
         self.t_window = now
 
-    def checkpoint(self, stop: dict) -> None:
-        """checkpoint.pt (and its dated link); after a signal, also the end of this run: Interrupted."""
+    def checkpoint(self, signal_: int) -> None:
+        """checkpoint.pt (and its dated link), written by the leader; after a signal, also the end of this run
+        on every process (once the checkpoint is written): Interrupted."""
         update = self.state.update
-        self.run.update(end=update, ended_by=f"signal {stop['signal']}" if stop else None)
+        self.run.update(end=update, ended_by=f"signal {signal_}" if signal_ else None)
         path = self.out / "checkpoint.pt"
-        self.save(path)
-        keep_last(self.out, update, self.cfg.keep_checkpoints)
-        prune_best(self.out, self.state.best)
-        if stop:
-            log.warning("%s: signal %d at update %d: checkpoint saved to %s; rerun to continue",
-                        self.name, stop["signal"], update, path)
+        if self.world.leader:
+            self.save(path)
+            keep_last(self.out, update, self.cfg.keep_checkpoints)
+            prune_best(self.out, self.state.best)
+        if signal_:
+            self.world.barrier()  # a launcher ends every process when one exits: not before the checkpoint is whole
+            if self.world.leader:
+                log.warning("%s: signal %d at update %d: checkpoint saved to %s; rerun to continue",
+                            self.name, signal_, update, path)
             raise Interrupted(f"{self.name}: interrupted at update {update}")
 
     def validate_and_select(self) -> bool:
@@ -314,12 +344,15 @@ class Training:
             self.save(best_path(self.out, update))
         return state.patience_spent(self.cfg.patience)
 
-    def finish(self) -> dict:
+    def finish(self) -> dict | None:
         """Validate the final state, keep it in checkpoint.pt (marked finished), link model.pt to the best
         validated state and write the learning statistics.
 
         A job killed after this point (Slurm's time limit while Snakemake wraps up, which then deletes the outputs
-        of the "failed" job) is completed by the next attempt without training again."""
+        of the "failed" job) is completed by the next attempt without training again. Only the leader does this
+        (the others return None)."""
+        if not self.world.leader:
+            return None
         state, out = self.state, self.out
         seconds = self.seconds()
         if not state.validations or state.validations[-1]["update"] != state.update:

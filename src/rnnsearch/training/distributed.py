@@ -1,0 +1,124 @@
+"""Data-parallel training with torch.distributed: which process this is, and what the processes agree on.
+
+A training of N processes is started by a launcher, never by rnnsearch itself:
+
+- `torchrun --standalone --nproc-per-node N --no-python rnnsearch train …` on one machine (torchrun sets RANK,
+  WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT: the `env://` rendezvous);
+- `srun --ntasks N rnnsearch train …` inside a Slurm allocation (every task reads SLURM_PROCID, SLURM_NTASKS and
+  SLURM_LOCALID; the rendezvous is the first host of the step's node list, on a port derived from the job id, as
+  fairseq's `infer_init_method` does), which is what the `slurm` profile runs when `train.processes` > 1.
+
+Each process holds a whole replica of the model (DistributedDataParallel: NCCL on GPUs, gloo on CPUs) and takes
+its share of every global minibatch (`Batch.share`); the gradients are averaged across processes during the
+backward pass, so every replica takes the same optimizer step. Process 0 validates, writes checkpoints, logs and
+metrics; the others only train.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import os
+import subprocess
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger("rnnsearch.train")
+
+# How long a process waits for the others at a collective: process 0 validates (decodes the dev set) while the
+# others wait at the next update's gradient reduction.
+TIMEOUT = datetime.timedelta(minutes=60)
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place among the training's processes: `rank` of `size`, `local_rank` on its machine."""
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    launcher: str = "none"
+
+    @property
+    def leader(self) -> bool:
+        """Process 0: the one that validates and writes."""
+        return self.rank == 0
+
+    def agree(self, loss: torch.Tensor, signal: int) -> tuple[float, int]:
+        """One collective per update: the summed loss of the global minibatch, and the signal (SIGTERM, SIGINT)
+        any process received since the last update (0: none), so that all of them stop at the same update."""
+        if self.size == 1:
+            return float(loss), signal
+        t = torch.stack([loss.detach().double(), torch.tensor(float(signal), device=loss.device, dtype=torch.double),
+                         torch.tensor(float(bool(signal)), device=loss.device, dtype=torch.double)])
+        dist.all_reduce(t)
+        total, signals, signalled = t.tolist()
+        return total, round(signals / signalled) if signalled else 0
+
+    def decide(self, flag: bool, device) -> bool:
+        """Process 0's decision (early stopping after its validation), told to every process."""
+        if self.size == 1:
+            return flag
+        t = torch.tensor([int(flag)], device=device)
+        dist.broadcast(t, 0)
+        return bool(t.item())
+
+    def barrier(self) -> None:
+        if self.size > 1:
+            dist.barrier()
+
+
+def detect() -> World:
+    """The launcher's environment: torchrun's RANK/WORLD_SIZE, else an srun step's SLURM_PROCID/SLURM_NTASKS,
+    else one process."""
+    env = os.environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return World(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)), "torchrun")
+    if int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:
+        return World(int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env.get("SLURM_LOCALID", 0)), "srun")
+    return World()
+
+
+def _slurm_rendezvous() -> str:
+    """tcp://<first host of the step>:<port>, the port from the job id unless MASTER_PORT is set (two trainings
+    of one job would need different ports; Slurm runs one per job here)."""
+    env = os.environ
+    if "MASTER_ADDR" in env:
+        host = env["MASTER_ADDR"]
+    else:
+        nodes = env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"]
+        host = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True,
+                              check=True, timeout=60).stdout.split()[0]
+    port = int(env.get("MASTER_PORT") or 10000 + int(env.get("SLURM_JOB_ID", "0")) % 20000)
+    return f"tcp://{host}:{port}"
+
+
+@contextlib.contextmanager
+def process_group(world: World, device: torch.device):
+    """The process group of `world` (nothing for one process): NCCL when training on CUDA, else gloo."""
+    if world.size == 1:
+        yield
+        return
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    init = "env://" if world.launcher == "torchrun" else _slurm_rendezvous()
+    dist.init_process_group(backend, init_method=init, rank=world.rank, world_size=world.size, timeout=TIMEOUT,
+                            **({"device_id": device} if device.type == "cuda" else {}))
+    if world.leader:
+        log.info("data-parallel training: %d processes (%s, %s backend)", world.size, world.launcher, backend)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def train_device(device: torch.device, world: World) -> torch.device:
+    """One GPU per process on a machine (the LOCAL_RANK-th visible one); the CPU stays the CPU."""
+    if device.type != "cuda" or world.size == 1:
+        return device
+    count = torch.cuda.device_count()
+    index = world.local_rank if count > 1 else 0  # Slurm may bind one visible GPU to each task
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)

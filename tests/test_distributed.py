@@ -1,0 +1,127 @@
+"""Data-parallel training (torch.distributed, gloo on the CPU): two processes take the same updates as one process
+on the same global minibatches, and a SIGTERM stops both at the same update with one checkpoint, from which one
+process goes on to the parameters of an uninterrupted run.
+
+In float64 (`train.precision: fp64`) the two runs agree to rounding: each process sums its half of a minibatch's
+loss and DDP adds the two gradients, where one process sums the whole minibatch in one order; the parameters are
+not bit-identical (the reduction order differs), and the tests hold them to 1e-6.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from rnnsearch.textio import EXIT_INTERRUPTED
+
+from .test_resume import data  # noqa: F401  (the session's tokenized synthetic corpus)
+
+BIN = Path(sys.executable).parent
+UPDATES = 200
+TOLERANCE = 1e-6
+
+
+@pytest.fixture(scope="module")
+def params(data: Path) -> Path:  # noqa: F811
+    """The corpus's params in float64, one checkpoint only on a signal, a validation at the end only."""
+    p = yaml.safe_load((data / "params.yaml").read_text())
+    p["train"].update(precision="fp64", checkpoint_every=0, validate_every=0, log_every=5, max_updates=UPDATES)
+    p["models"]["rnnsearch-50"]["max_updates"] = UPDATES
+    path = data / "fp64.yaml"
+    path.write_text(yaml.safe_dump(p))
+    return path
+
+
+def train_args(data: Path, params: Path, out: Path) -> list[str]:  # noqa: F811
+    return ["train", "--params", str(params), "--model", "rnnsearch-50", "--src-train", str(data / "train.en"),
+            "--tgt-train", str(data / "train.fr"), "--src-dev", str(data / "dev.en"), "--tgt-dev", str(data / "dev.fr"),
+            "--src-vocab", str(data / "vocab.en.tsv"), "--tgt-vocab", str(data / "vocab.fr.tsv"), "--out-dir", str(out),
+            "--log", str(out / "train.log")]
+
+
+def final_weights(out: Path) -> dict:
+    return torch.load(out / "checkpoint.pt", weights_only=True)["model"]
+
+
+def max_difference(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+@pytest.fixture(scope="module")
+def one_process(data: Path, params: Path) -> Path:  # noqa: F811
+    out = data / "fp64-one-process"
+    subprocess.run([sys.executable, "-m", "rnnsearch.cli", *train_args(data, params, out)], check=True,
+                   capture_output=True)
+    return out
+
+
+def test_two_processes_under_torchrun_take_the_updates_of_one(data: Path, params: Path, one_process: Path):  # noqa: F811
+    out = data / "fp64-torchrun"
+    p = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", "--",
+                        str(BIN / "rnnsearch"), *train_args(data, params, out)], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    log = (out / "train.log").read_text()
+    assert "data-parallel training: 2 processes (torchrun, gloo backend)" in log
+    stats = json.loads((out / "train_stats.json").read_text())
+    assert stats["updates"] == UPDATES and stats["runs"][0]["processes"] == 2
+    ours, ref = final_weights(out), final_weights(one_process)
+    assert next(iter(ours.values())).dtype == torch.float64
+    difference = max_difference(ours, ref)
+    assert difference <= TOLERANCE, f"two processes end {difference:.3g} away from one"
+    print(f"2 processes vs 1 after {UPDATES} updates: largest parameter difference {difference:.3g}")
+    # the learning statistics agree too: the same minibatches, the same loss to rounding
+    ref_stats = json.loads((one_process / "train_stats.json").read_text())
+    assert stats["train_nll"] == pytest.approx(ref_stats["train_nll"], rel=1e-9)
+    assert stats["words"] == ref_stats["words"] and stats["epochs"] == ref_stats["epochs"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sigterm_stops_both_processes_at_one_checkpoint_and_one_process_resumes(data: Path, params: Path,  # noqa: F811
+                                                                                 one_process: Path):
+    """The processes are started with the environment torchrun gives them (RANK, WORLD_SIZE, MASTER_ADDR, …),
+    without torchrun, so that the test can signal one of them as Slurm signals its tasks."""
+    out = data / "fp64-sigterm"
+    out.mkdir()
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    procs = [subprocess.Popen([sys.executable, "-m", "rnnsearch.cli", *train_args(data, params, out)],
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    deadline = time.time() + 300
+    while "rnnsearch-50 update 20/" not in ((out / "train.log").read_text() if (out / "train.log").exists() else ""):
+        assert all(p.poll() is None for p in procs) and time.time() < deadline, [p.communicate() for p in procs]
+        time.sleep(0.05)
+    procs[1].send_signal(signal.SIGTERM)  # one process only: the other learns of it at the next update
+    statuses = [p.wait(timeout=300) for p in procs]
+    assert statuses == [EXIT_INTERRUPTED, EXIT_INTERRUPTED], [p.stderr.read()[-2000:] for p in procs]
+    saved = torch.load(out / "checkpoint.pt", weights_only=True)
+    stopped_at = saved["update"]
+    assert 20 <= stopped_at < UPDATES and saved["progress"]["runs"][0]["ended_by"] == "signal 15"
+    assert [p.name for p in sorted(out.glob("checkpoint*.pt"))] == ["checkpoint-%09d.pt" % stopped_at,
+                                                                    "checkpoint.pt"]
+    assert not (out / "model.pt").exists()
+
+    subprocess.run([sys.executable, "-m", "rnnsearch.cli", *train_args(data, params, out)], check=True,
+                   capture_output=True)
+    assert f"resuming from {out / 'checkpoint.pt'} at update {stopped_at}" in (out / "train.log").read_text()
+    runs = json.loads((out / "train_stats.json").read_text())["runs"]
+    assert [(r["processes"], r["start"], r["end"]) for r in runs] == [(2, 0, stopped_at), (1, stopped_at, UPDATES)]
+    difference = max_difference(final_weights(out), final_weights(one_process))
+    print(f"2 processes stopped at update {stopped_at}, 1 process to {UPDATES}: difference {difference:.3g}")
+    assert difference <= TOLERANCE, f"2 processes, stopped, then 1 process end {difference:.3g} away from 1 process"
