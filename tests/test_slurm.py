@@ -126,3 +126,17 @@ def test_a_training_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_fact
     assert f"resuming from results/models/rnnsearch-50/checkpoint.pt at update {runs[-1]['start']}" in log
     final = (ws / "results/models/rnnsearch-50/checkpoint.pt")  # the final state, kept (see train.py)
     assert torch.load(final, weights_only=True)["progress"]["finished"]
+
+
+def test_a_training_of_two_processes_runs_as_two_slurm_tasks(tmp_path_factory):
+    """train.processes: 2 makes the training one Slurm job of two tasks, started by srun, training data-parallel
+    (gloo: the node's two CPUs)."""
+    ws = repo_copy(tmp_path_factory.mktemp("tasks"), {"train": {"processes": 2}})
+    snakemake(ws, *SLURM, "results/models/rnnsearch-50/model.pt")
+    [job] = [job for job, rule, _ in submissions(ws) if rule == "train"]
+    record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    assert re.search(r"NumTasks=2\b", record), record  # Slurm's own record of the job
+    log = (ws / "results/logs/train/rnnsearch-50.log").read_text()
+    assert f"Slurm job {job} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log
+    stats = json.loads((ws / "results/models/rnnsearch-50/train_stats.json").read_text())
+    assert stats["updates"] == 12 and [r["processes"] for r in stats["runs"]] == [2]

@@ -77,9 +77,32 @@ def train_cost(model):
 
 
 def cluster_resources(kind):
-    """Slurm resources of a GPU-capable stage ("train" or "decode") from params.yaml's `cluster`."""
+    """Slurm resources of a GPU-capable stage ("train" or "decode") from params.yaml's `cluster`. A training of
+    train.processes > 1 processes is one job of that many tasks (the executor's "mpi" jobs: the command starts
+    them with srun), each with train.threads CPUs and cluster.train.gpu GPUs."""
     c = config["cluster"][kind]
-    return {"mem_mb": c["mem_mb"], "runtime": c["runtime"], **({"gpu": c["gpu"]} if c["gpu"] else {})}
+    resources = {"mem_mb": c["mem_mb"], "runtime": c["runtime"], **({"gpu": c["gpu"]} if c["gpu"] else {})}
+    processes = config["train"]["processes"] if kind == "train" else 1
+    if processes > 1:
+        resources.update(tasks=processes, mpi="srun", cpus_per_task=config["train"]["threads"], nodes=c["nodes"])
+        if c["gpu"]:
+            resources.update(gpu=c["gpu"] * processes, tasks_per_gpu=1)
+    return resources
+
+
+def train_launcher():
+    """What starts the train.processes processes of a training (docs/cluster.md): nothing for one; inside a Slurm
+    job (the slurm profile's), srun, as the job's tasks; elsewhere torchrun, on this machine. Read when the job's
+    command is formatted, in the process that runs it."""
+    n, threads = config["train"]["processes"], config["train"]["threads"]
+    if n == 1:
+        return ""
+    if os.environ.get("SLURM_JOB_ID"):
+        return f"srun --ntasks={n} --cpus-per-task={threads} --kill-on-bad-exit=1 "
+    return f"torchrun --standalone --nproc-per-node={n} --no-python -- "
+
+
+TRAIN_LAUNCHER = train_launcher()
 
 
 def multi30k_files():

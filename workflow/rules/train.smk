@@ -18,7 +18,7 @@ rule train:
         validation="results/models/{model}/validation.tsv",
     params:
         stage=lambda w: stage_params("train", w.model),
-    threads: config["train"]["threads"]
+    threads: config["train"]["threads"] * config["train"]["processes"]
     resources:
         **cluster_resources("train"),
     retries: config["cluster"]["train"]["attempts"] - 1  # exit 75 after SIGTERM: resubmitted, resumes
@@ -28,7 +28,7 @@ rule train:
     log:
         "results/logs/train/{model}.log",
     shell:
-        "rnnsearch train --model {wildcards.model}"
+        "{TRAIN_LAUNCHER}rnnsearch train --model {wildcards.model}"
         " --src-train {input.src_train} --tgt-train {input.tgt_train}"
         " --src-dev {input.src_dev} --tgt-dev {input.tgt_dev}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"

@@ -30,12 +30,12 @@ from rnnsearch.model import build_model
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
 from rnnsearch.settings import TrainConfig
 from rnnsearch.training.distributed import World, detect, process_group, train_device
+from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
 from rnnsearch.textio import (
     InputError,
     Interrupted,
     read_parallel,
     write_json_atomic,
-    write_lines_atomic,
 )
 from rnnsearch.training.state import (
     TrainState,
@@ -190,7 +190,7 @@ class Training:
         log.info("%s: %s parameters, %d training pairs, %d dev pairs, device %s%s, git %s", name,
                  f"{self.model.num_parameters():,}", len(self.src), len(self.dev_src), device,
                  " (bf16 autocast)" if self.bf16 else "", self.commit)
-        self.live = _live(out / "dvclive", resume=resumed is not None) if world.leader else None
+        self.live = live(out / "dvclive", resume=resumed is not None) if world.leader else None
         self.seconds_before, self.start = self.state.seconds, time.perf_counter()
 
     def seconds(self) -> float:
@@ -256,7 +256,7 @@ class Training:
         state, cfg = self.state, self.cfg
         max_updates, every, validate_every = cfg.max_updates, cfg.checkpoint_every, cfg.validate_every
         done = state.update >= max_updates or state.patience_spent(cfg.patience)
-        bar = _progress_bar(state.update, max_updates, self.name) if self.world.leader else None
+        bar = progress_bar(state.update, max_updates, self.name) if self.world.leader else None
         self.t_window, self.first_update = self.start, state.update
         self.model.train()
         for batch in self.batches if not done else ():
@@ -287,7 +287,7 @@ class Training:
         log.info("%s update %d/%d  epoch %.2f  train NLL/sent %.2f  %.0f words/s  %.2f updates/s  ETA %s",
                  self.name, update, max_updates, self.batches.position, nll, words_per_s,
                  (update - max(self.first_update, curve[-1]["update"] if curve else 0)) / (now - self.t_window),
-                 _hms(eta))
+                 hms(eta))
         curve.append({"update": update, "epoch": round(self.batches.position, 4), "train_nll": round(nll, 4),
                       "words_per_s": round(words_per_s, 1), "seconds": round(self.seconds_before + now - self.start, 2)})
         if self.live:
@@ -369,13 +369,13 @@ class Training:
         stats = self.stats(seconds, early and state.update < self.cfg.max_updates)
         link(best, out / "model.pt")
         write_json_atomic(out / "train_stats.json", stats)
-        _write_tsv(out / "learning_curve.tsv", state.curve)
-        _write_tsv(out / "validation.tsv", state.validations)
+        write_tsv(out / "learning_curve.tsv", state.curve)
+        write_tsv(out / "validation.tsv", state.validations)
         if self.live:
             self.live.summary.update({"dev/nll_per_sentence": stats["dev_nll"], "dev/bleu": stats["dev_bleu"]})
             self.live.end()
         log.info("%s done: %d updates in %s; model.pt is update %d: dev BLEU %.2f, NLL/sent %.2f (%.3f per word)",
-                 self.name, state.update, _hms(seconds), stats["selected_update"], stats["dev_bleu"],
+                 self.name, state.update, hms(seconds), stats["selected_update"], stats["dev_bleu"],
                  stats["dev_nll"], stats["dev_nll_per_word"])
         return stats
 
@@ -386,47 +386,10 @@ class Training:
         return {
             "model": self.name, "arch": self.config["model"]["arch"], "parameters": self.model.num_parameters(),
             "updates": state.update, "epochs": round(self.batches.position, 4), "hours": seconds / 3600,
-            "seconds": round(seconds, 2), "device": _device_name(self.device), "threads": self.cfg.threads,
+            "seconds": round(seconds, 2), "device": device_name(self.device), "threads": self.cfg.threads,
             "train_nll": state.smoothed_train_nll(), "dev_nll": selected["dev_nll"],
             "dev_nll_per_word": selected["dev_nll_per_word"], "dev_bleu": selected["dev_bleu"],
             "selected_update": state.best["update"], "early_stopped": early_stopped,
             "train_pairs": len(self.src), "git": self.commit, "runs": state.runs,
             "words": state.words,  # source + target words trained on (all updates)
         }
-
-
-def _write_tsv(path: Path, rows: list[dict]) -> None:
-    write_lines_atomic(path, ["\t".join(rows[0])] + ["\t".join(str(v) for v in row.values()) for row in rows])
-
-
-def _progress_bar(initial: int, total: int, name: str):
-    """A progress bar over updates when stderr is a terminal (tqdm turns itself off otherwise)."""
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with dvc
-        return None
-    return tqdm(total=total, initial=initial, desc=name, unit="upd", disable=None, leave=False, mininterval=2)
-
-
-def _live(path: Path, resume: bool = False):
-    """dvclive logger (metrics and plots DVC reads), or None when dvclive is not installed."""
-    try:
-        from dvclive import Live
-    except ImportError:  # pragma: no cover - dvclive is a declared dependency
-        return None
-    try:
-        return Live(str(path), save_dvc_exp=False, dvcyaml=None, report=None, resume=resume)
-    except Exception as e:  # dvclive inspects the git repository; outside one (or in an empty one) it can fail
-        log.warning("dvclive disabled (%s: %s); the learning curve is still in the log", type(e).__name__, e)
-        return None
-
-
-def _device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"CPU ({platform.processor() or platform.machine()})"
-
-
-def _hms(seconds: float) -> str:
-    seconds = int(max(seconds, 0))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
