@@ -125,3 +125,20 @@ def test_sigterm_stops_both_processes_at_one_checkpoint_and_one_process_resumes(
     difference = max_difference(final_weights(out), final_weights(one_process))
     print(f"2 processes stopped at update {stopped_at}, 1 process to {UPDATES}: difference {difference:.3g}")
     assert difference <= TOLERANCE, f"2 processes, stopped, then 1 process end {difference:.3g} away from 1 process"
+
+
+def test_the_data_parallel_benchmark_times_each_configuration_under_torchrun(tmp_path: Path):
+    from rnnsearch.bench.ddp import run_bench_ddp
+
+    r = run_bench_ddp("bench", 8, 6, 1, 2, 2, str(tmp_path / "ddp.json"))
+    assert json.loads((tmp_path / "ddp.json").read_text()) == r
+    assert [(x["processes"], x["threads_per_process"]) for x in r["runs"]] == [(1, 2), (1, 1), (2, 1)]
+    assert all(x["pairs_per_s"] == pytest.approx(8 / x["seconds_per_update"], rel=0.01) for x in r["runs"])
+    two = r["runs"][2]
+    assert two["allreduce_s"] > 0 and two["allreduce_gb_per_s"] == pytest.approx(
+        two["parameters"] * 4 / two["allreduce_s"] / 1e9, rel=0.05)
+    p = r["projection"]
+    assert p["label"] == "projection, not a measurement" and p["gradient_bytes_per_update"] == 4 * p["parameters"]
+    assert p["ring_bytes_per_device_per_update"] == round(2 * 7 / 8 * 4 * p["parameters"])
+    nvlink, ethernet = p["links"]["nvlink4"], p["links"]["ethernet_100gbit"]
+    assert nvlink["allreduce_s"] < ethernet["allreduce_s"] and ethernet["speedup_no_overlap"] < nvlink["speedup_no_overlap"] <= 8

@@ -10,16 +10,12 @@ A new stage is one record here and one rule in `workflow/rules/`.
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib
 import os
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any, Callable
 
-PACKAGE = Path(__file__).resolve().parent  # src/rnnsearch
-REPO = PACKAGE.parents[1]
+from rnnsearch.closure import PACKAGE, REPO, import_closure
 
 
 @dataclass(frozen=True)
@@ -277,6 +273,13 @@ STAGES: tuple[Stage, ...] = (
           (*_BENCH_MODEL, arg("--arch", default="rnnsearch", choices=_ARCHS),
            arg("--length", type=int, default=50, help="words per sentence, each side (</s> added)")),
           params=False, runs_model=True),
+    Stage("bench-ddp", "benchmark: data-parallel training, 1 process against N under torchrun (gloo, this "
+          "machine's cores), and the projected 8-GPU all-reduce of a paper-size update", "rnnsearch.bench.ddp:run_bench_ddp",
+          lambda f, a, p: f(a.size, a.batch, a.length, a.steps, a.threads, a.processes, a.out),
+          (*(x for x in _BENCH_MODEL if x.flags[0] not in ("--device", "--seed")),
+           arg("--length", type=int, default=50, help="words per sentence, each side (</s> added)"),
+           arg("--processes", type=int, default=2, help="data-parallel processes, --threads / N threads each")),
+          params=False, runs_model=True),
     Stage("bench-scaling", "benchmark: training time and memory per update against sentence length (10-80 words)",
           "rnnsearch.bench.speed:run_bench_scaling",
           lambda f, a, p: f(a.archs, a.size, a.lengths, a.batch, a.steps, a.threads, a.device, a.seed, a.out,
@@ -354,45 +357,6 @@ def stage_of_rule(rule: str) -> Stage | None:
         if rule in (s.rules or (s.name.replace("-", "_"),)):
             return s
     return None
-
-
-@cache
-def _imports(path: Path) -> tuple[Path, ...]:
-    """The files of package `rnnsearch` that the module at `path` imports, anywhere in its body."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        else:
-            continue
-        for name in names:
-            if name == "rnnsearch" or name.startswith("rnnsearch."):
-                found += _files_of(name)
-    return tuple(found)
-
-
-def _files_of(module: str) -> list[Path]:
-    """A module's file and the `__init__.py` of each package on its way (Python runs them all on import)."""
-    parts = module.split(".")[1:]
-    files = [PACKAGE.joinpath(*parts[:i], "__init__.py") for i in range(len(parts))]
-    target = PACKAGE.joinpath(*parts)
-    files.append(target / "__init__.py" if target.is_dir() else target.with_suffix(".py"))
-    return [f for f in files if f.exists()]
-
-
-def import_closure(module: str) -> list[Path]:
-    """Every file of `rnnsearch` that importing `module` and running its functions can import (static: imports
-    inside functions count too)."""
-    seen: set[Path] = set()
-    todo = _files_of(module)
-    while todo:
-        path = todo.pop()
-        if path not in seen:
-            seen.add(path)
-            todo += _imports(path)
-    return sorted(seen)
 
 
 def stage_code(name: str) -> list[str]:

@@ -44,6 +44,23 @@ rule bench_train:
         " --threads {threads} --out {output} --log {log}"
 
 
+rule bench_ddp:
+    """Data-parallel training on this machine: 1 process against 2 under torchrun, at the peer benchmark's size
+    (`snakemake --cores 2 results/bench/ddp.json`), and the projected 8-GPU all-reduce of a paper-size update."""
+    input:
+        code=stage_code("bench-ddp"),
+    output:
+        "results/bench/ddp.json",
+    threads: 256  # all of --cores
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/bench_ddp.log",
+    shell:
+        "rnnsearch bench-ddp --size bench --batch 80 --length 50 --steps 3 --threads {threads} --processes 2"
+        " --out {output} --log {log}"
+
+
 # Real text for the data benchmark: `bench.data` when it is set (Europarl v7 and Multi30k raw; a Moses-tokenized
 # Europarl sample for the LIUM path), else the embedded corpus.
 BENCH_DATA, BENCH_PEER = config["bench"]["data"], config["bench"]["peer"]

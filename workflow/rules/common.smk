@@ -94,11 +94,12 @@ def train_launcher():
     """What starts the train.processes processes of a training (docs/cluster.md): nothing for one; inside a Slurm
     job (the slurm profile's), srun, as the job's tasks; elsewhere torchrun, on this machine. Read when the job's
     command is formatted, in the process that runs it."""
-    n, threads = config["train"]["processes"], config["train"]["threads"]
+    n, threads, gpu = config["train"]["processes"], config["train"]["threads"], config["cluster"]["train"]["gpu"]
     if n == 1:
         return ""
     if os.environ.get("SLURM_JOB_ID"):
-        return f"srun --ntasks={n} --cpus-per-task={threads} --kill-on-bad-exit=1 "
+        gpus = f"--gpus-per-task={gpu} " if gpu else ""
+        return f"srun --ntasks={n} --cpus-per-task={threads} {gpus}--kill-on-bad-exit=1 "
     return f"torchrun --standalone --nproc-per-node={n} --no-python -- "
 
 
