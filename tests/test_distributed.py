@@ -142,3 +142,28 @@ def test_the_data_parallel_benchmark_times_each_configuration_under_torchrun(tmp
     assert p["ring_bytes_per_device_per_update"] == round(2 * 7 / 8 * 4 * p["parameters"])
     nvlink, ethernet = p["links"]["nvlink4"], p["links"]["ethernet_100gbit"]
     assert nvlink["allreduce_s"] < ethernet["allreduce_s"] and ethernet["speedup_no_overlap"] < nvlink["speedup_no_overlap"] <= 8
+
+
+def test_a_translation_of_two_processes_writes_what_one_process_writes(data: Path, params: Path,  # noqa: F811
+                                                                        one_process: Path):
+    """decode.processes: each process beam-searches every other sentence; process 0 gathers and writes."""
+    import numpy as np
+
+    def translate(out: Path, launch: list[str]) -> None:
+        args = ["translate", "--params", str(params), "--checkpoint", str(one_process / "model.pt"),
+                "--src", str(data / "dev.en"), "--ref", str(data / "dev.fr"), "--src-vocab", str(data / "vocab.en.tsv"),
+                "--tgt-vocab", str(data / "vocab.fr.tsv"), "--out-dir", str(out), "--log", str(out / "translate.log")]
+        p = subprocess.run([*launch, *args], capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+
+    one, two = data / "translate-1", data / "translate-2"
+    translate(one, [str(BIN / "rnnsearch")])
+    translate(two, [str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", "--",
+                    str(BIN / "rnnsearch")])
+    assert "translation: 2 processes (torchrun, gloo backend)" in (two / "translate.log").read_text()
+    assert json.loads((two / "decode_stats.json").read_text())["processes"] == 2
+    for name in ("test.hyp.tok", "test.hyp", "nounk.hyp.tok", "nounk.json"):
+        assert (two / name).read_bytes() == (one / name).read_bytes(), name
+    with np.load(one / "attention.npz") as a, np.load(two / "attention.npz") as b:
+        assert sorted(a.files) == sorted(b.files) and len(a.files) == len((one / "test.hyp").read_text().splitlines())
+        assert all(np.allclose(a[k], b[k], atol=2e-3) for k in a.files)  # float16; batches of other shapes

@@ -67,9 +67,9 @@ def _user_translate(args: argparse.Namespace) -> bool:
 
 
 def _rank() -> int:
-    """This process's rank among a training's data-parallel processes (torchrun's RANK, an srun task's
+    """This process's rank among the processes of one training or translation (torchrun's RANK, an srun task's
     SLURM_PROCID; 0 for one process)."""
-    from rnnsearch.training.distributed import detect
+    from rnnsearch.distributed import detect
 
     return detect().rank
 
@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # a training that resumes (a chain of cluster jobs) continues the log of the run it continues
     resuming = args.stage == "train" and (Path(args.out_dir) / "checkpoint.pt").exists()
-    follower = args.stage == "train" and _rank() > 0
-    if follower:  # data-parallel training: process 0 writes the log; the others' warnings go to stderr
+    follower = args.stage in ("train", "translate") and _rank() > 0
+    if follower:  # several processes (rnnsearch.distributed): process 0 writes the log; the others warn on stderr
         args.log = None
     _setup_logging(getattr(args, "log", None), quiet=_user_translate(args) or follower, append=resuming)
     log = logging.getLogger("rnnsearch")

@@ -76,25 +76,25 @@ def train_cost(model):
     return updates * entry["train_max_len"] * (2 if entry["arch"] == "rnnsearch" else 1) // 1000
 
 
-def cluster_resources(kind):
-    """Slurm resources of a GPU-capable stage ("train" or "decode") from params.yaml's `cluster`. A training of
-    train.processes > 1 processes is one job of that many tasks (the executor's "mpi" jobs: the command starts
-    them with srun), each with train.threads CPUs and cluster.train.gpu GPUs."""
+def cluster_resources(kind, processes=1):
+    """Slurm resources of a GPU-capable stage ("train" or "decode") from params.yaml's `cluster`. A job of
+    `processes` > 1 (train.processes for training, decode.processes for translation) is one Slurm job of that many
+    tasks (the executor's "mpi" jobs: the command starts them with `launcher`), each with the `threads` CPUs of
+    params.yaml's `train` or `decode` and the cluster's `gpu`."""
     c = config["cluster"][kind]
     resources = {"mem_mb": c["mem_mb"], "runtime": c["runtime"], **({"gpu": c["gpu"]} if c["gpu"] else {})}
-    processes = config["train"]["processes"] if kind == "train" else 1
     if processes > 1:
-        resources.update(tasks=processes, mpi="srun", cpus_per_task=config["train"]["threads"], nodes=c["nodes"])
+        resources.update(tasks=processes, mpi="srun", cpus_per_task=config[kind]["threads"], nodes=c.get("nodes", 1))
         if c["gpu"]:
             resources.update(gpu=c["gpu"] * processes, tasks_per_gpu=1)
     return resources
 
 
-def train_launcher():
-    """What starts the train.processes processes of a training (docs/cluster.md): nothing for one; inside a Slurm
-    job (the slurm profile's), srun, as the job's tasks; elsewhere torchrun, on this machine. Read when the job's
-    command is formatted, in the process that runs it."""
-    n, threads, gpu = config["train"]["processes"], config["train"]["threads"], config["cluster"]["train"]["gpu"]
+def launcher(kind):
+    """What starts the processes of a training or translation job (`processes` of params.yaml's `train` or
+    `decode`; docs/cluster.md): nothing for one; inside a Slurm job (the slurm profile's), srun, as the job's
+    tasks; elsewhere torchrun, on this machine. Read when the job's command is formatted, where it runs."""
+    n, threads, gpu = config[kind]["processes"], config[kind]["threads"], config["cluster"][kind]["gpu"]
     if n == 1:
         return ""
     if os.environ.get("SLURM_JOB_ID"):
@@ -103,7 +103,7 @@ def train_launcher():
     return f"torchrun --standalone --nproc-per-node={n} --no-python -- "
 
 
-TRAIN_LAUNCHER = train_launcher()
+TRAIN_LAUNCHER, DECODE_LAUNCHER = launcher("train"), launcher("decode")
 
 
 def multi30k_files():

@@ -20,15 +20,15 @@ rule translate:
         stats="results/translations/{model}/decode_stats.json",
     params:
         stage=stage_params("translate"),
-    threads: config["decode"]["threads"]
+    threads: config["decode"]["threads"] * config["decode"]["processes"]
     resources:
-        **cluster_resources("decode"),
+        **cluster_resources("decode", config["decode"]["processes"]),
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/translate/{model}.log",
     shell:
-        "rnnsearch translate --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
+        "{DECODE_LAUNCHER}rnnsearch translate --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
         " --out-dir results/translations/{wildcards.model} --log {log}"
 

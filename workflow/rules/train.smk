@@ -20,7 +20,7 @@ rule train:
         stage=lambda w: stage_params("train", w.model),
     threads: config["train"]["threads"] * config["train"]["processes"]
     resources:
-        **cluster_resources("train"),
+        **cluster_resources("train", config["train"]["processes"]),
     retries: config["cluster"]["train"]["attempts"] - 1  # exit 75 after SIGTERM: resubmitted, resumes
     priority: lambda w: train_cost(w.model)
     conda:

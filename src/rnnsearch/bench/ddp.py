@@ -100,7 +100,7 @@ def _worker(size: str, batch: int, length: int, steps: int, threads: int, out: s
     from rnnsearch.data.batching import make_batch
     from rnnsearch.model import build_model
     from rnnsearch.runtime import keep_freed_memory
-    from rnnsearch.training.distributed import detect, process_group
+    from rnnsearch.distributed import detect, process_group
     from rnnsearch.training.train import batch_nll, make_optimizer
 
     keep_freed_memory()

@@ -14,6 +14,7 @@ from rnnsearch.checkpoint import check_vocabs, load_checkpoint, model_of
 from rnnsearch.data.text import detokenize_lines
 from rnnsearch.data.vocab import Vocab
 from rnnsearch.decoding.search import translate_ids
+from rnnsearch.distributed import World, detect, process_device, process_group, share_work
 from rnnsearch.evaluation.score import no_unk_ids
 from rnnsearch.runtime import resolve_device
 from rnnsearch.settings import DecodeConfig
@@ -36,10 +37,19 @@ def _progress(total: int, desc: str):
 
 
 def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_vocab_path: str, tgt_vocab_path: str,
-                  out_dir: str, decode: DecodeConfig, tgt_lang: str) -> dict:
-    out = Path(out_dir)
+                  out_dir: str, decode: DecodeConfig, tgt_lang: str) -> dict | None:
+    """Started by torchrun or srun as N processes (`decode.processes`; `rnnsearch.distributed`), each translates
+    every N-th sentence on its own device and process 0 writes the whole (the others return None)."""
+    world = detect()
+    device = process_device(resolve_device(decode.device), world)
+    with process_group(world, torch.device("cpu"), "translation"):  # gloo: the translations gather on process 0
+        return _translate(checkpoint, src_tok_path, ref_tok_path, src_vocab_path, tgt_vocab_path, Path(out_dir),
+                          decode, tgt_lang, world, device)
+
+
+def _translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_vocab_path: str, tgt_vocab_path: str,
+               out: Path, decode: DecodeConfig, tgt_lang: str, world: World, device) -> dict | None:
     torch.set_num_threads(decode.threads)
-    device = resolve_device(decode.device)
     state = load_checkpoint(checkpoint, device)
     model, config = model_of(state, checkpoint, device)
     src_vocab, tgt_vocab = Vocab.load(src_vocab_path), Vocab.load(tgt_vocab_path)
@@ -50,13 +60,16 @@ def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_voc
                 max_len_b=decode.max_len_b, length_norm=decode.length_norm, device=device)
 
     start = time.perf_counter()
-    bar = _progress(len(src_ids), f"{config['name']} beam {opts['beam']}")
-    hyps = translate_ids(model, src_ids, forbid_unk=False, progress=bar, **opts)
+    bar = _progress(len(src_ids[:: world.size]), f"{config['name']} beam {opts['beam']}") if world.leader else None
+    hyps = share_work(world, src_ids, lambda part: translate_ids(model, part, forbid_unk=False, progress=bar, **opts))
     seconds_all = time.perf_counter() - start
     ids = no_unk_ids(src_tok, ref_tok, src_vocab, tgt_vocab)
-    nounk = translate_ids(model, [src_ids[i] for i in ids], forbid_unk=True, progress=bar, **opts)
+    nounk = share_work(world, [src_ids[i] for i in ids],
+                       lambda part: translate_ids(model, part, forbid_unk=True, progress=bar, **opts))
     if bar is not None:
         bar.close()
+    if not world.leader:
+        return None
 
     hyp_tok = [" ".join(tgt_vocab.decode(h.tokens)) for h in hyps]
     write_lines_atomic(out / "test.hyp.tok", hyp_tok)
@@ -77,7 +90,8 @@ def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_voc
         np.savez_compressed(f, **alphas)
     stats = {"model": config["name"], "arch": config["model"]["arch"], "sentences": len(src_ids), "beam": opts["beam"], "batch_size": opts["batch_size"],
              "seconds_all": round(seconds_all, 3), "sentences_per_s": round(len(src_ids) / seconds_all, 2),
-             "nounk_sentences": len(ids), "device": str(device), "threads": decode.threads}
+             "nounk_sentences": len(ids), "device": str(device), "threads": decode.threads,
+             **({"processes": world.size} if world.size > 1 else {})}
     write_json_atomic(out / "decode_stats.json", stats)
     log.info("%s: %d sentences in %.1f s (%.1f sent/s, beam %d); No-UNK subset: %d sentences",
              config["name"], len(src_ids), seconds_all, stats["sentences_per_s"], opts["beam"], len(ids))

@@ -29,7 +29,7 @@ from rnnsearch.data.vocab import PAD_ID, Vocab
 from rnnsearch.model import build_model
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
 from rnnsearch.settings import TrainConfig
-from rnnsearch.training.distributed import World, detect, process_group, train_device
+from rnnsearch.distributed import World, detect, process_device, process_group
 from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
 from rnnsearch.textio import (
     InputError,
@@ -136,11 +136,11 @@ def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src
     the end, the dev set is scored; the best state by dev BLEU is kept (best-<update>.pt) and becomes `model.pt`.
     With `patience` > 0, training stops after that many validations without a better dev BLEU.
 
-    Started by torchrun or srun as N processes (`rnnsearch.training.distributed`), it trains data-parallel: the
+    Started by torchrun or srun as N processes (`rnnsearch.distributed`), it trains data-parallel: the
     same updates on the same global minibatches, each process computing the gradient of its share.
     """
     world = detect()
-    device = train_device(resolve_device(train_cfg.device), world)
+    device = process_device(resolve_device(train_cfg.device), world)
     with _stop_on_signals() as stop, process_group(world, device):  # a SIGTERM while the data loads: update 1
         training = Training(name, model_cfg, train_cfg, seed, (src_train, tgt_train), (src_dev, tgt_dev),
                             (src_vocab_path, tgt_vocab_path), Path(out_dir), world, device)

@@ -1,6 +1,7 @@
-"""Data-parallel training with torch.distributed: which process this is, and what the processes agree on.
+"""Several processes for one training or one translation, with torch.distributed: which process this is, and
+what the processes agree on.
 
-A training of N processes is started by a launcher, never by rnnsearch itself:
+A training (or translation) of N processes is started by a launcher, never by rnnsearch itself:
 
 - `torchrun --standalone --nproc-per-node N --no-python rnnsearch train …` on one machine (torchrun sets RANK,
   WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT: the `env://` rendezvous);
@@ -11,7 +12,8 @@ A training of N processes is started by a launcher, never by rnnsearch itself:
 Each process holds a whole replica of the model (DistributedDataParallel: NCCL on GPUs, gloo on CPUs) and takes
 its share of every global minibatch (`Batch.share`); the gradients are averaged across processes during the
 backward pass, so every replica takes the same optimizer step. Process 0 validates, writes checkpoints, logs and
-metrics; the others only train.
+metrics; the others only train. A translation of N processes splits the test set among them (`share_work`);
+process 0 gathers the translations and writes them.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def _slurm_rendezvous() -> str:
 
 
 @contextlib.contextmanager
-def process_group(world: World, device: torch.device):
+def process_group(world: World, device: torch.device, what: str = "data-parallel training"):
     """The process group of `world` (nothing for one process): NCCL when training on CUDA, else gloo."""
     if world.size == 1:
         yield
@@ -107,14 +109,30 @@ def process_group(world: World, device: torch.device):
     dist.init_process_group(backend, init_method=init, rank=world.rank, world_size=world.size, timeout=TIMEOUT,
                             **({"device_id": device} if device.type == "cuda" else {}))
     if world.leader:
-        log.info("data-parallel training: %d processes (%s, %s backend)", world.size, world.launcher, backend)
+        log.info("%s: %d processes (%s, %s backend)", what, world.size, world.launcher, backend)
     try:
         yield
     finally:
         dist.destroy_process_group()
 
 
-def train_device(device: torch.device, world: World) -> torch.device:
+def share_work(world: World, items: list, work) -> list | None:
+    """`work` on items rank, rank + N, … in every process; process 0 gets all the results in the items' order
+    (the others None). Every process must call it (a collective)."""
+    if world.size == 1:
+        return work(items)
+    mine = work(items[world.rank :: world.size])
+    parts = [None] * world.size if world.leader else None
+    dist.gather_object(mine, parts, dst=0)
+    if not world.leader:
+        return None
+    results: list = [None] * len(items)
+    for rank, part in enumerate(parts):
+        results[rank :: world.size] = part
+    return results
+
+
+def process_device(device: torch.device, world: World) -> torch.device:
     """One GPU per process on a machine (the LOCAL_RANK-th visible one); the CPU stays the CPU."""
     if device.type != "cuda" or world.size == 1:
         return device
