@@ -92,18 +92,20 @@ def cluster_resources(kind, processes=1):
 
 def launcher(kind):
     """What starts the processes of a training or translation job (`processes` of params.yaml's `train` or
-    `decode`; docs/cluster.md): nothing for one; inside a Slurm job (the slurm profile's), srun, as the job's
-    tasks; elsewhere torchrun, on this machine. Read when the job's command is formatted, where it runs."""
-    n, threads, gpu = config[kind]["processes"], config[kind]["threads"], config["cluster"][kind]["gpu"]
-    if n == 1:
-        return ""
-    if os.environ.get("SLURM_JOB_ID"):
-        gpus = f"--gpus-per-task={gpu} " if gpu else ""
-        return f"srun --ntasks={n} --cpus-per-task={threads} {gpus}--kill-on-bad-exit=1 "
-    return f"torchrun --standalone --nproc-per-node={n} --no-python -- "
+    `decode`; docs/cluster.md), as the rule's `launch` param: nothing for one; under the Slurm executor (the slurm
+    profile's, and the job-step executor inside its jobs), srun, as the job's tasks; elsewhere torchrun, on this
+    machine."""
 
+    def launch(wildcards):
+        n, threads, gpu = config[kind]["processes"], config[kind]["threads"], config["cluster"][kind]["gpu"]
+        if n == 1:
+            return ""
+        if workflow.executor_plugin is not None and workflow.executor_plugin.name.startswith("slurm"):
+            gpus = f"--gpus-per-task={gpu} " if gpu else ""
+            return f"srun --ntasks={n} --cpus-per-task={threads} {gpus}--kill-on-bad-exit=1 "
+        return f"torchrun --standalone --nproc-per-node={n} --no-python -- "
 
-TRAIN_LAUNCHER, DECODE_LAUNCHER = launcher("train"), launcher("decode")
+    return launch
 
 
 def multi30k_files():

@@ -20,6 +20,7 @@ rule translate:
         stats="results/translations/{model}/decode_stats.json",
     params:
         stage=stage_params("translate"),
+        launch=launcher("decode"),
     threads: config["decode"]["threads"] * config["decode"]["processes"]
     resources:
         **cluster_resources("decode", config["decode"]["processes"]),
@@ -28,7 +29,7 @@ rule translate:
     log:
         "results/logs/translate/{model}.log",
     shell:
-        "{DECODE_LAUNCHER}rnnsearch translate --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
+        "{params.launch}rnnsearch translate --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
         " --out-dir results/translations/{wildcards.model} --log {log}"
 

@@ -18,6 +18,7 @@ rule train:
         validation="results/models/{model}/validation.tsv",
     params:
         stage=lambda w: stage_params("train", w.model),
+        launch=launcher("train"),
     threads: config["train"]["threads"] * config["train"]["processes"]
     resources:
         **cluster_resources("train", config["train"]["processes"]),
@@ -28,7 +29,7 @@ rule train:
     log:
         "results/logs/train/{model}.log",
     shell:
-        "{TRAIN_LAUNCHER}rnnsearch train --model {wildcards.model}"
+        "{params.launch}rnnsearch train --model {wildcards.model}"
         " --src-train {input.src_train} --tgt-train {input.tgt_train}"
         " --src-dev {input.src_dev} --tgt-dev {input.tgt_dev}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
