@@ -93,14 +93,15 @@ def cluster_resources(kind, processes=1):
 def launcher(kind):
     """What starts the processes of a training or translation job (`processes` of params.yaml's `train` or
     `decode`; docs/cluster.md), as the rule's `launch` param: nothing for one; under the Slurm executor (the slurm
-    profile's, and the job-step executor inside its jobs), srun, as the job's tasks; elsewhere torchrun, on this
-    machine."""
+    profile's) and inside a Slurm job, srun, as the job's tasks; elsewhere torchrun, on this machine. The same
+    value in the process that submits the job and in the one that runs it."""
 
     def launch(wildcards):
         n, threads, gpu = config[kind]["processes"], config[kind]["threads"], config["cluster"][kind]["gpu"]
         if n == 1:
             return ""
-        if workflow.executor_plugin is not None and workflow.executor_plugin.name.startswith("slurm"):
+        executor = workflow.executor_plugin.name if workflow.executor_plugin is not None else ""
+        if "slurm" in executor or os.environ.get("SLURM_JOB_ID"):  # submitting to Slurm, or inside its job
             gpus = f"--gpus-per-task={gpu} " if gpu else ""
             return f"srun --ntasks={n} --cpus-per-task={threads} {gpus}--kill-on-bad-exit=1 "
         return f"torchrun --standalone --nproc-per-node={n} --no-python -- "
