@@ -52,8 +52,6 @@ class World:
     def agree(self, loss: torch.Tensor, signal: int) -> tuple[float, int]:
         """One collective per update: the summed loss of the global minibatch, and the signal (SIGTERM, SIGINT)
         any process received since the last update (0: none), so that all of them stop at the same update."""
-        if self.size == 1:
-            return float(loss), signal
         t = torch.stack([loss.detach().double(), torch.tensor(float(signal), device=loss.device, dtype=torch.double),
                          torch.tensor(float(bool(signal)), device=loss.device, dtype=torch.double)])
         dist.all_reduce(t)

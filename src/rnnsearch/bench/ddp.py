@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from rnnsearch.bench.speed import TRAIN_SIZES, machine
+from rnnsearch.bench.speed import TRAIN_SIZES, _timed_updates, machine
 from rnnsearch.textio import write_json_atomic
 
 log = logging.getLogger("rnnsearch.bench")
@@ -98,10 +98,10 @@ def projection(devices: int, parameters: int | None = None) -> dict:
 def _worker(size: str, batch: int, length: int, steps: int, threads: int, out: str) -> None:
     """One process of a torchrun configuration; rank 0 writes the timing."""
     from rnnsearch.data.batching import make_batch
+    from rnnsearch.distributed import detect, process_group
     from rnnsearch.model import build_model
     from rnnsearch.runtime import keep_freed_memory
-    from rnnsearch.distributed import detect, process_group
-    from rnnsearch.training.train import batch_nll, make_optimizer
+    from rnnsearch.training.train import make_optimizer
 
     keep_freed_memory()
     torch.set_num_threads(threads)
@@ -114,17 +114,11 @@ def _worker(size: str, batch: int, length: int, steps: int, threads: int, out: s
         optimizer = make_optimizer(model.parameters(), "adam", lr=1e-4)
         g = torch.Generator().manual_seed(1234)
         sents = [torch.randint(3, K, (length,), generator=g).tolist() + [1] for _ in range(2 * batch)]
-        b, weight = make_batch(sents[:batch], sents[batch:], list(range(batch))).share(world.rank, world.size)
-        times = []
-        for step in range(2 + steps):
-            start = time.perf_counter()
-            loss = batch_nll(net, b)
-            optimizer.zero_grad(set_to_none=True)
-            (loss * (weight * world.size) / batch).backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            times.append(time.perf_counter() - start)
-        seconds = sum(times[2:]) / steps
+        b, _ = make_batch(sents[:batch], sents[batch:], list(range(batch))).share(world.rank, world.size)
+        # bench-train's update on this process's share: its mean loss, which DDP averages into the minibatch's
+        # mean when the shares are equal (the same arithmetic as train.py's scaling)
+        times = _timed_updates(net, optimizer, b, 2, steps, f"process {world.rank}")
+        seconds = sum(times) / steps
         result = {"processes": world.size, "threads_per_process": threads, "parameters": model.num_parameters(),
                   "seconds_per_update": round(seconds, 4), "pairs_per_s": round(batch / seconds, 2)}
         if world.size > 1:  # the all-reduce alone: every gradient as one flat fp32 tensor, best of 3

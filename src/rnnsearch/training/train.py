@@ -26,17 +26,17 @@ from torch.nn import functional as F
 from rnnsearch.checkpoint import load_checkpoint, save_checkpoint
 from rnnsearch.data.batching import Batch, PaperBatches, sequential_batches
 from rnnsearch.data.vocab import PAD_ID, Vocab
+from rnnsearch.distributed import World, detect, process_device, process_group
 from rnnsearch.model import build_model
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
 from rnnsearch.settings import TrainConfig
-from rnnsearch.distributed import World, detect, process_device, process_group
-from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
 from rnnsearch.textio import (
     InputError,
     Interrupted,
     read_parallel,
     write_json_atomic,
 )
+from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
 from rnnsearch.training.state import (
     TrainState,
     best_path,
@@ -230,7 +230,7 @@ class Training:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             loss = batch_nll(self.net, part)
         self.optimizer.zero_grad(set_to_none=True)
-        (loss / rows if world.size == 1 else loss * (weight * world.size) / rows).backward()
+        (loss * (weight * world.size) / rows).backward()  # one process: loss / rows (× 1.0, exact)
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         self.optimizer.step()
         state = self.state
