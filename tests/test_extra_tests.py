@@ -23,14 +23,14 @@ def test_the_main_test_set_as_an_extra_one_gives_the_same_translations_and_bleu(
     pipeline's translate stage gives on the tokenized test set, and the same sacreBLEU."""
     ws = repo_copy(tmp_path, {"extra_tests": {"again": "results/data/raw/test"}})
     p = subprocess.run([str(BIN / "snakemake"), "--cores", "2", "results/tables/extra_tests.md",
-                        "results/scores/rnnsearch-50.json", "results/scores/rnnencdec-50.json"], cwd=ws,
+                        "results/scores/rnnsearch-50/replicate1.json", "results/scores/rnnencdec-50/replicate1.json"], cwd=ws,
                        capture_output=True, text=True, env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
     assert p.returncode == 0, p.stderr[-3000:]
     table = json.loads((ws / "results/tables/extra_tests.json").read_text())
     for model in ("rnnsearch-50", "rnnencdec-50"):
         extra = (ws / f"results/extra/again/{model}.hyp").read_text()
-        assert extra == (ws / f"results/translations/{model}/test.hyp").read_text()
-        score = json.loads((ws / f"results/scores/{model}.json").read_text())
+        assert extra == (ws / f"results/translations/{model}/replicate1/test.hyp").read_text()
+        score = json.loads((ws / f"results/scores/{model}/replicate1.json").read_text())
         assert table["scores"][model]["again"]["bleu"] == round(score["sacrebleu_all"], 2)
     assert "| rnnsearch-50 |" in (ws / "results/tables/extra_tests.md").read_text()
 

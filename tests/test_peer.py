@@ -70,7 +70,7 @@ def test_joeynmt_trains_for_our_training_time_on_our_data(tmp_path):
     p = subprocess.run([str(BIN / "snakemake"), "--cores", "2", "peer"], cwd=ws, capture_output=True, text=True,
                        env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
     assert p.returncode == 0, p.stderr[-3000:]
-    ours = json.loads((ws / "results/models/rnnsearch-50/train_stats.json").read_text())
+    ours = json.loads((ws / "results/models/rnnsearch-50/replicate1/train_stats.json").read_text())
     peer = json.loads((ws / "results/peer/joeynmt/stats.json").read_text())
     assert peer["budget_seconds"] == ours["seconds"] and peer["updates"] >= 1
     assert peer["train_seconds"] < ours["seconds"] + 30  # stopped at the first update after the budget

@@ -78,14 +78,14 @@ def test_the_whole_dag_runs_on_subwords(tmp_path):
                        env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
     assert p.returncode == 0, p.stderr[-3000:]
     assert (ws / "results/data/vocab.en.spm").exists() and (ws / "results/tables/table1.md").exists()
-    hyps = (ws / "results/translations/rnnsearch-30/test.hyp.tok").read_text()
+    hyps = (ws / "results/translations/rnnsearch-30/replicate1/test.hyp.tok").read_text()
     assert "\u2581" not in hyps and len(hyps.splitlines()) == 80  # words, not pieces, reach BLEU
     vocab = json.loads((ws / "results/data/vocab.json").read_text())
     assert vocab["src"]["kind"] == "sentencepiece" and vocab["src"]["shortlist"] <= 200
-    with np.load(ws / "results/translations/rnnsearch-30/attention.npz") as npz:
+    with np.load(ws / "results/translations/rnnsearch-30/replicate1/attention.npz") as npz:
         src0, alpha0 = npz["src.0"].tolist(), npz["0"]
     assert src0[-1] == "</s>" and alpha0.shape[1] == len(src0) and any(u.startswith("\u2581") for u in src0)
     assert (ws / "results/figures/alignment_a.png").stat().st_size > 1000
-    out = subprocess.run([str(BIN / "rnnsearch"), "translate", "--checkpoint", "results/models/rnnsearch-30/model.pt",
+    out = subprocess.run([str(BIN / "rnnsearch"), "translate", "--checkpoint", "results/models/rnnsearch-30/replicate1/model.pt",
                           "--beam", "2"], input="the house is small .\n", cwd=ws, capture_output=True, text=True)
     assert out.returncode == 0 and "\u2581" not in out.stdout and out.stdout.strip(), out.stderr[-2000:]

@@ -84,13 +84,13 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
     for job, model in train:
         record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
         assert "gres:gpu:1" in record or "gres/gpu=1" in record, record  # Slurm's own record of the request
-        log = (ws / f"results/logs/train/{model}.log").read_text()
+        log = (ws / f"results/logs/train/{model}/replicate1.log").read_text()
         assert f"Slurm job {job} on" in log and "CUDA_VISIBLE_DEVICES='0'" in log
         assert "but CUDA is not available here: running on the CPU" in log  # the GPU here is /dev/null
 
     outputs = ["results/tables/table1.csv", "results/scores/aer.json", "results/figures/bleu_by_length.csv",
-               *[f"results/scores/{m}.json" for m in ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")],
-               *[f"results/translations/{m}/test.hyp" for m in ("rnnencdec-30", "rnnsearch-50")]]
+               *[f"results/scores/{m}/replicate1.json" for m in ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")],
+               *[f"results/translations/{m}/replicate1/test.hyp" for m in ("rnnencdec-30", "rnnsearch-50")]]
     for f in outputs:
         assert (ws / f).read_bytes() == (local / f).read_bytes(), f"{f}: Slurm and local runs differ"
 
@@ -104,9 +104,9 @@ def test_a_training_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_fact
         "cluster": {"train": {"gpu": 1, "runtime": 1, "attempts": 6}},
         "models": {"rnnsearch-50": {"max_updates": updates}},
         "train": {"checkpoint_every": 50, "log_every": 500, "validate_every": 2000}})
-    snakemake(ws, *SLURM, "results/models/rnnsearch-50/model.pt")
+    snakemake(ws, *SLURM, "results/models/rnnsearch-50/replicate1/model.pt")
 
-    stats = json.loads((ws / "results/models/rnnsearch-50/train_stats.json").read_text())
+    stats = json.loads((ws / "results/models/rnnsearch-50/replicate1/train_stats.json").read_text())
     runs = stats["runs"]  # the training's own record of the jobs that worked on it
     assert stats["updates"] == updates and len(runs) >= 2, runs
     assert runs[0]["start"] == 0 and runs[-1]["end"] == updates and runs[-1]["ended_by"] == "update budget"
@@ -122,9 +122,9 @@ def test_a_training_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_fact
     # each run a new Slurm job submitted by Snakemake, none lost (CI once lost two: jobs killed at their time limit
     # just after finishing, whose outputs Snakemake deleted; the next attempt then started from scratch)
     assert jobs == [r["slurm_job"] for r in runs], slurm_logs(ws, jobs)
-    log = (ws / "results/logs/train/rnnsearch-50.log").read_text()
-    assert f"resuming from results/models/rnnsearch-50/checkpoint.pt at update {runs[-1]['start']}" in log
-    final = (ws / "results/models/rnnsearch-50/checkpoint.pt")  # the final state, kept (see train.py)
+    log = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()
+    assert f"resuming from results/models/rnnsearch-50/replicate1/checkpoint.pt at update {runs[-1]['start']}" in log
+    final = (ws / "results/models/rnnsearch-50/replicate1/checkpoint.pt")  # the final state, kept (see train.py)
     assert torch.load(final, weights_only=True)["progress"]["finished"]
 
 
@@ -132,11 +132,11 @@ def test_a_training_of_two_processes_runs_as_two_slurm_tasks(tmp_path_factory):
     """train.processes: 2 makes the training one Slurm job of two tasks, started by srun, training data-parallel
     (gloo: the node's two CPUs)."""
     ws = repo_copy(tmp_path_factory.mktemp("tasks"), {"train": {"processes": 2}})
-    snakemake(ws, *SLURM, "results/models/rnnsearch-50/model.pt")
+    snakemake(ws, *SLURM, "results/models/rnnsearch-50/replicate1/model.pt")
     [job] = [job for job, rule, _ in submissions(ws) if rule == "train"]
     record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
     assert re.search(r"NumTasks=2\b", record), record  # Slurm's own record of the job
-    log = (ws / "results/logs/train/rnnsearch-50.log").read_text()
+    log = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()
     assert f"Slurm job {job} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log
-    stats = json.loads((ws / "results/models/rnnsearch-50/train_stats.json").read_text())
+    stats = json.loads((ws / "results/models/rnnsearch-50/replicate1/train_stats.json").read_text())
     assert stats["updates"] == 12 and [r["processes"] for r in stats["runs"]] == [2]

@@ -17,10 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from .conftest import REPO, repo_copy
+
+MODELS = ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
@@ -42,8 +45,9 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
-    """A copy of the repository's files (as a fresh clone would have them) with the tiny params.yaml."""
-    ws = repo_copy(tmp_path_factory.mktemp("ws"))
+    """A copy of the repository's files (as a fresh clone would have them) with the tiny params.yaml and two
+    replicates of each model."""
+    ws = repo_copy(tmp_path_factory.mktemp("ws"), {"replicates": 2})
     sh([str(BIN / "rnnsearch"), "dvc-yaml"], ws)  # the tiny config draws 2 alignment figures, not 4
     sh(["git", "init", "-q"], ws)
     sh(["git", "add", "-A"], ws)
@@ -69,11 +73,37 @@ def test_snakemake_runs_everything_then_nothing(workspace: Path):
               "results/tables/table2.md", "results/figures/bleu_by_length.png", "results/figures/bleu_by_length.pdf",
               "results/figures/alignment_a.png", "results/figures/alignment_b.png", "results/figures/alignment_long.png",
               "results/report.md",
-              *[f"results/scores/{m}.json" for m in ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")]]:
+              *[f"results/scores/{m}/replicate{r}.json" for m in MODELS for r in (1, 2)]]:
         assert (workspace / f).stat().st_size > 0, f
-    assert (workspace / "results/logs/train/rnnsearch-50.log").read_text().count("update") >= 3
+    for r in (1, 2):
+        assert (workspace / f"results/logs/train/rnnsearch-50/replicate{r}.log").read_text().count("update") >= 3
+    seeds = [json.loads((workspace / f"results/models/rnnsearch-50/replicate{r}/train_stats.json").read_text())["seed"]
+             for r in (1, 2)]
+    assert seeds == [1234, 1235]
+    per_replicate = pd.read_csv(workspace / "results/tables/table1_replicates.csv")
+    assert list(per_replicate["Replicate"]) == [1, 2] * 4 and list(per_replicate["Seed"]) == [1234, 1235] * 4
+    table1 = pd.read_csv(workspace / "results/tables/table1.csv")
+    assert list(table1["Replicates"]) == [2] * 4
+    for m, runs in per_replicate.groupby("Model"):
+        row = table1[table1["Model"] == m].iloc[0]
+        assert row["All (tokenized BLEU)"] == pytest.approx(runs["All (tokenized BLEU)"].mean())
+        assert row["All (tokenized BLEU) sd"] == pytest.approx(runs["All (tokenized BLEU)"].std())
+    assert " ± " in (workspace / "results/tables/table1.md").read_text()
+    curve = pd.read_csv(workspace / "results/figures/bleu_by_length.csv")
+    assert set(curve["replicate"]) == {1, 2}
     again = sh([str(BIN / "snakemake"), "--cores", "2"], workspace)
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_config_on_the_command_line_sets_replicates_and_reaches_the_stages(workspace: Path):
+    dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2", "--config", "replicates=3"], workspace)
+    counts = job_counts(dry.stdout)
+    assert counts["train"] == counts["translate"] == counts["score"] == 4  # replicate 3 of each model
+    assert counts["tables"] == counts["figures"] == counts["report"] == 1
+    assert "results/models/rnnsearch-50/replicate3/model.pt" in dry.stdout
+    # a nested key, and a value the stages see: the stage's own check of it names the --config value
+    bad = sh([str(BIN / "snakemake"), "-n", "--cores", "2", "--config", "train.lr=-1"], workspace, check=False)
+    assert bad.returncode != 0 and "'train.lr'" in bad.stdout + bad.stderr and "--config" in bad.stdout + bad.stderr
 
 
 def browser() -> str | None:
@@ -115,10 +145,10 @@ def test_changing_one_model_reruns_only_what_depends_on_it(workspace: Path):
     params.write_text(yaml.safe_dump(changed, sort_keys=False))
     try:
         dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2"], workspace)
-        assert job_counts(dry.stdout) == {"train": 1, "translate": 1, "score": 1, "aer": 1, "tables": 1, "figures": 1,
+        assert job_counts(dry.stdout) == {"train": 2, "translate": 2, "score": 2, "aer": 1, "tables": 1, "figures": 1,
                                           "report": 1, "all": 1}
-        assert "results/models/rnnsearch-50/model.pt" in dry.stdout
-        assert "results/models/rnnsearch-30/model.pt" not in dry.stdout
+        assert "results/models/rnnsearch-50/replicate1/model.pt" in dry.stdout
+        assert "results/models/rnnsearch-30/replicate1/model.pt" not in dry.stdout
     finally:
         params.write_text(original)
 
@@ -140,10 +170,10 @@ def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, 
     counts = job_counts(dry.stdout)
     assert not DATA_JOBS & set(counts)
     if overlay == "decode":
-        assert "train" not in counts and counts["translate"] == 4
+        assert "train" not in counts and counts["translate"] == 8
     else:
-        assert counts["train"] == 1 and "results/models/rnnsearch-50b/model.pt" in dry.stdout
-        assert counts["translate"] == 1 and counts["score"] == 1
+        assert counts["train"] == 2 and "results/models/rnnsearch-50b/replicate2/model.pt" in dry.stdout
+        assert counts["translate"] == 2 and counts["score"] == 2
 
 
 def test_dvc_repro_gives_the_same_results_and_tracks_params(workspace: Path):
@@ -154,16 +184,18 @@ def test_dvc_repro_gives_the_same_results_and_tracks_params(workspace: Path):
     repro = sh([str(BIN / "dvc"), "repro"], workspace)
     assert "Running stage 'train_rnnsearch-50'" in repro.stdout
     for m in ("rnnencdec-30", "rnnsearch-50"):
-        a = json.loads((smk / f"scores/{m}.json").read_text())
-        b = json.loads((workspace / f"results/scores/{m}.json").read_text())
-        assert a == b, f"{m}: snakemake and dvc repro disagree"
-        sa = json.loads((smk / f"models/{m}/train_stats.json").read_text())
-        sb = json.loads((workspace / f"results/models/{m}/train_stats.json").read_text())
-        assert (sa["train_nll"], sa["dev_nll"]) == (sb["train_nll"], sb["dev_nll"])
+        for r in (1, 2):
+            a = json.loads((smk / f"scores/{m}/replicate{r}.json").read_text())
+            b = json.loads((workspace / f"results/scores/{m}/replicate{r}.json").read_text())
+            assert a == b, f"{m} replicate {r}: snakemake and dvc repro disagree"
+            sa = json.loads((smk / f"models/{m}/replicate{r}/train_stats.json").read_text())
+            sb = json.loads((workspace / f"results/models/{m}/replicate{r}/train_stats.json").read_text())
+            assert (sa["train_nll"], sa["dev_nll"], sa["seed"]) == (sb["train_nll"], sb["dev_nll"], sb["seed"])
+    assert (smk / "tables/table1.md").read_text() == (workspace / "results/tables/table1.md").read_text()
     assert "up to date" in sh([str(BIN / "dvc"), "status"], workspace).stdout
     plots = json.loads(sh([str(BIN / "dvc"), "plots", "show", "--json"], workspace).stdout)
     names = set(plots["data"]) if "data" in plots else set(plots)
-    assert {"results/models/rnnsearch-50/validation.tsv", "results/figures/bleu_by_length.png",
+    assert {"results/models/rnnsearch-50/replicate1/validation.tsv", "results/figures/bleu_by_length.png",
             "results/figures/alignment_a.png"} <= names, sorted(names)
 
     params = workspace / "params.yaml"
@@ -202,7 +234,7 @@ def test_editing_a_module_reruns_exactly_the_stages_that_import_it(workspace: Pa
         assert "train" in {stage_of_rule(r).name for r in direct} and {stage_of_rule(r).name for r in direct} <= \
             importers, dry[-3000:]
         counts = job_counts(dry)
-        assert counts["train"] == 4 and counts["translate"] == 4, counts
+        assert counts["train"] == 8 and counts["translate"] == 8, counts
         assert not set(counts) & {"corpus", "tokenize", "tokenize_shard", "clean", "vocab", "count"}
     finally:
         path.write_text(original)
@@ -210,7 +242,8 @@ def test_editing_a_module_reruns_exactly_the_stages_that_import_it(workspace: Pa
 
 def test_dvc_push_and_pull_through_the_default_remote(workspace: Path):
     """`dvc push` to the repository's local-folder remote, lose the cache and every output, `dvc pull` them back."""
-    keep = {f: (workspace / f).read_bytes() for f in ("results/scores/rnnsearch-50.json", "results/models/rnnsearch-50/model.pt",
+    keep = {f: (workspace / f).read_bytes() for f in ("results/scores/rnnsearch-50/replicate2.json",
+                                                       "results/models/rnnsearch-50/replicate2/model.pt",
                                                        "results/figures/alignment_a.png")}
     push = sh([str(BIN / "dvc"), "push"], workspace)
     assert (workspace / ".dvc-storage").is_dir() and "pushed" in push.stdout + push.stderr
@@ -236,5 +269,20 @@ def test_dvc_exp_run_is_an_ablation_of_one_model(workspace: Path):
                    "report"}, run.stdout
     show = sh([str(BIN / "dvc"), "exp", "show", "--csv"], workspace).stdout
     rows = list(csv.DictReader(io.StringIO(show)))
-    updates = [r["results/models/rnnencdec-30/train_stats.json:updates"] for r in rows if r["typ"] == "branch_base"]
+    updates = [r["results/models/rnnencdec-30/replicate1/train_stats.json:updates"] for r in rows if r["typ"] == "branch_base"]
     assert updates == ["5"], show[:2000]
+
+
+def test_dvc_exp_run_sets_the_number_of_replicates(workspace: Path):
+    """`dvc exp run -S replicates=3`: each model's train, translate and score stage runs replicates 1-3, the first
+    two resumed from their finished checkpoints (the trainings' folders persist), and Table 1 adds Welch's test."""
+    run = sh([str(BIN / "dvc"), "exp", "run", "-S", "replicates=3"], workspace)
+    ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
+    assert {f"{stage}_{m}" for stage in ("train", "translate", "score") for m in MODELS} | {"tables"} <= ran
+    for m in MODELS:
+        assert (workspace / f"results/scores/{m}/replicate3.json").exists()
+        log = (workspace / f"results/logs/train/{m}/replicate1.log").read_text()
+        assert f"resuming from results/models/{m}/replicate1/checkpoint.pt" in log
+    table1 = pd.read_csv(workspace / "results/tables/table1.csv")
+    assert list(table1["Replicates"]) == [3] * 4 and table1["Welch p vs rnnencdec-30"][1:].between(0, 1).all()
+

@@ -42,12 +42,14 @@ def run(args: argparse.Namespace) -> None:
     p = Params()
     if stage.params and not _user_translate(args):  # a user's sentences need no params: the checkpoint has all
         files = params_files(args.params)
-        config = cfg.load_params(files)  # all of it validated: a typo fails at the start
+        overrides = cfg.env_overrides()  # snakemake --config
+        config = cfg.load_params(files, overrides)  # all of it validated: a typo fails at the start
         model = getattr(args, "model", None)
         if model is not None and model not in config["models"]:
             raise cfg.ConfigError(f"--model {model!r} is not a key of 'models' ({', '.join(config['models'])})")
         p = cfg.stage_params(config, stage.name, model)  # a stage sees only the keys it declares
-        logging.getLogger("rnnsearch").info("params from %s: %s", ", ".join(map(str, files)),
+        logging.getLogger("rnnsearch").info("params from %s%s: %s", ", ".join(map(str, files)),
+                                            f" and --config {json.dumps(overrides)}" if overrides else "",
                                             json.dumps(p, sort_keys=True, default=str))
     if stage.runs_model:
         keep_freed_memory()  # rnnsearch.runtime: no page faults on the tensors every update allocates again

@@ -3,6 +3,8 @@
 `params.yaml` is the one source of configuration. Overlays (e.g. `workflow/configs/paper.yaml`) are merged
 over it key by key, the way Snakemake merges `--configfile`. The merged config is validated against
 `workflow/schemas/params.schema.yaml` (the same file Snakemake validates with) plus a few cross-key checks.
+`snakemake --config key=value` (or `train.lr=value`) is merged last; the workflow hands it to the stages it starts
+in $RNNSEARCH_CONFIG.
 
 Each stage reads only the keys its record in `rnnsearch.stages` declares; the Snakemake rules declare the same
 keys as `params:` (so a change reruns exactly the affected jobs) and `dvc.yaml` lists them under `params:`.
@@ -11,6 +13,8 @@ keys as `params:` (so a change reruns exactly the affected jobs) and `dvc.yaml` 
 from __future__ import annotations
 
 import copy
+import json
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -21,6 +25,7 @@ from rnnsearch.textio import InputError
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO / "workflow" / "schemas" / "params.schema.yaml"
+CONFIG_ENV = "RNNSEARCH_CONFIG"  # the workflow's --config values, for the stages it starts
 
 class ConfigError(InputError):
     """An invalid params.yaml: the message names the key and what was expected."""
@@ -83,14 +88,38 @@ def load_yaml(path: str | Path) -> dict:
     return data
 
 
-def load_params(files: Iterable[str | Path]) -> dict:
-    """Merge the files in order and validate the result."""
+def load_params(files: Iterable[str | Path], overrides: dict | None = None) -> dict:
+    """Merge the files in order, then `overrides` (Snakemake's --config, as `nested`), and validate the result."""
     files = list(files)
     config: dict = {}
     for f in files:
         config = merge(config, load_yaml(f))
-    validate(config, source=" + ".join(str(f) for f in files))
+    source = " + ".join(str(f) for f in files)
+    if overrides:
+        config = merge(config, overrides)
+        source += " + --config " + json.dumps(overrides, sort_keys=True)
+    validate(config, source=source)
     return config
+
+
+def nested(settings: dict) -> dict:
+    """Snakemake's --config KEY=VALUE pairs as an overlay: a dotted key (train.lr=0.001) sets a nested value."""
+    out: dict = {}
+    for key, value in settings.items():
+        *parents, leaf = str(key).split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--config {key}: '{p}' is given both as a value and as a section")
+        node[leaf] = value
+    return out
+
+
+def env_overrides() -> dict | None:
+    """The --config values of the `snakemake` run that started this stage ($RNNSEARCH_CONFIG, JSON), if any."""
+    text = os.environ.get(CONFIG_ENV)
+    return json.loads(text) if text else None
 
 
 def _key(path: Iterable[Any]) -> str:
@@ -198,7 +227,7 @@ def stage_params(config: dict, stage: str, model: str | None = None) -> dict[str
 
 def dump(files: Iterable[str | Path] | None) -> str:
     """The merged, validated params files as YAML (`rnnsearch check-params`)."""
-    return yaml.safe_dump(load_params(files or ["params.yaml"]), sort_keys=False)
+    return yaml.safe_dump(load_params(files or ["params.yaml"], env_overrides()), sort_keys=False)
 
 
 def model_config(config: dict, name: str) -> dict:

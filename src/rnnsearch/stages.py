@@ -108,8 +108,18 @@ def _train(fn: Callable, a: argparse.Namespace, p: Params) -> None:
     from rnnsearch import config as cfg
 
     config = p.nested()
-    fn(a.model, cfg.model_config(config, a.model), cfg.train_config(config, a.model), p["seed"], a.src_train,
-       a.tgt_train, a.src_dev, a.tgt_dev, a.src_vocab, a.tgt_vocab, a.out_dir)
+    fn(a.model, cfg.model_config(config, a.model), cfg.train_config(config, a.model), p["seed"] + a.replicate - 1,
+       a.src_train, a.tgt_train, a.src_dev, a.tgt_dev, a.src_vocab, a.tgt_vocab, a.out_dir)
+
+
+def each_replicate(patterns: list[str], replicates: int) -> list[str]:
+    """Files named by patterns with a `{replicate}` field, for replicates 1..N, pattern by pattern (a name without
+    the field is taken as it is)."""
+    return list(dict.fromkeys(p.replace("{replicate}", str(r)) for p in patterns for r in range(1, replicates + 1)))
+
+
+_REPLICATED = dict(nargs="+", required=True,
+                   help="one file per model, `{replicate}` in its name standing for 1..`replicates`")
 
 
 _PAIR = required("--src", "--tgt", "--out-src", "--out-tgt", "--stats")
@@ -196,6 +206,7 @@ STAGES: tuple[Stage, ...] = (
     # 5: training (rnnsearch.training)
     Stage("train", "5. train one model of params.yaml's `models`", "rnnsearch.training.train:run_train", _train,
           (arg("--model", required=True, help="a key of params.yaml's `models`"),
+           arg("--replicate", type=int, default=1, help="r: the r-th training of this model, with seed `seed` + r - 1"),
            *required("--src-train", "--tgt-train", "--src-dev", "--tgt-dev", "--src-vocab", "--tgt-vocab",
                      "--out-dir")),
           keys=("seed", "model", "train", "models.{model}"), runs_model=True),
@@ -234,17 +245,18 @@ STAGES: tuple[Stage, ...] = (
           (arg("--entry", nargs=4, action="append", required=True, metavar=("SET", "MODEL", "HYP", "REF"),
                help="a test set's name, a model's name, its detokenized translations and the raw references"),
            arg("--out-dir", required=True)), params=False),
-    Stage("tables", "8. Table 1 and Table 2", "rnnsearch.evaluation.tables:run_tables",
-          lambda f, a, p: f(a.scores, a.train_stats, a.hyps, a.ref_tok, p["score"]["bootstrap_samples"], a.out_dir),
-          (*required("--scores", "--train-stats", nargs="+"),
-           arg("--hyps", nargs="+", required=True, help="tokenized translations, in the order of --scores"),
+    Stage("tables", "8. Table 1 and Table 2, mean ± sd over replicates", "rnnsearch.evaluation.tables:run_tables",
+          lambda f, a, p: f(*(each_replicate(x, p["replicates"]) for x in (a.scores, a.train_stats, a.hyps)),
+                            a.ref_tok, p["score"]["bootstrap_samples"], a.out_dir),
+          (arg("--scores", **_REPLICATED), arg("--train-stats", **_REPLICATED),
+           arg("--hyps", **{**_REPLICATED, "help": "tokenized translations, in the order of --scores"}),
            *required("--ref-tok", "--out-dir")),
-          keys=("score",)),
-    Stage("figures", "8. Figure 2 and Figure 3", "rnnsearch.evaluation.plots:run_figures",
-          lambda f, a, p: f(a.scores, a.attention, a.src, a.hyp, a.nounk, p["figures"], p["seed"], a.out_dir),
-          (arg("--scores", nargs="+", required=True), *required("--attention", "--src", "--hyp", "--nounk",
-                                                                "--out-dir")),
-          keys=("seed", "figures")),
+          keys=("score", "replicates")),
+    Stage("figures", "8. Figure 2 (mean over replicates) and Figure 3", "rnnsearch.evaluation.plots:run_figures",
+          lambda f, a, p: f(each_replicate(a.scores, p["replicates"]), a.attention, a.src, a.hyp, a.nounk,
+                            p["figures"], p["seed"], a.out_dir),
+          (arg("--scores", **_REPLICATED), *required("--attention", "--src", "--hyp", "--nounk", "--out-dir")),
+          keys=("seed", "figures", "replicates")),
     Stage("aer", "8. alignment error rate of the attention against gold links (reference forced)",
           "rnnsearch.evaluation.aer:run_aer",
           lambda f, a, p: f(a.checkpoint, a.src, a.ref, a.src_vocab, a.tgt_vocab, a.gold, p["aer.format"],
@@ -252,13 +264,15 @@ STAGES: tuple[Stage, ...] = (
           required("--checkpoint", "--src", "--ref", "--src-vocab", "--tgt-vocab", "--gold", "--out"),
           keys=("aer.format", "aer.threshold", "decode.batch_size", "decode.device"), runs_model=True),
     Stage("report", "9. the results page", "rnnsearch.evaluation.report:run_report",
-          lambda f, a, p: f(p.nested(), a.table1, a.table2, a.figure2, a.alignments, a.scores, a.src, a.ref,
+          lambda f, a, p: f(p.nested(), a.table1, a.table2, a.figure2, a.alignments,
+                            each_replicate(a.scores, p["replicates"]), a.src, a.ref,
                             dict(h.split("=", 1) for h in a.hyps), a.out, a.aer),
-          (*required("--table1", "--table2", "--figure2"), *required("--alignments", "--scores", nargs="+"),
+          (*required("--table1", "--table2", "--figure2"), arg("--alignments", nargs="+", required=True),
+           arg("--scores", **_REPLICATED),
            *required("--src", "--ref"), arg("--hyps", nargs="+", required=True, metavar="MODEL=FILE"),
            arg("--aer", help="the aer stage's JSON, when there is one"), arg("--out", required=True)),
-          keys=("seed", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score", "aer",
-                "figures")),
+          keys=("seed", "replicates", "data", "tokenize", "vocab", "model", "models", "train", "decode", "score",
+                "aer", "figures")),
     # benchmarks (rnnsearch.bench), not part of the default run
     Stage("bench-decode", "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
           "rnnsearch.bench.speed:run_bench_decode",

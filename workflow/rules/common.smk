@@ -1,4 +1,5 @@
 # Validation, the model list, wildcard constraints and input helpers shared by all rules.
+import json
 import os
 import re
 
@@ -7,12 +8,6 @@ from snakemake.exceptions import WorkflowError
 from rnnsearch import config as rcfg
 from rnnsearch.stages import stage_code as stage_files
 
-if workflow.config_settings.config:
-    raise WorkflowError(
-        "--config is not supported: stages read params.yaml and --configfile overlays "
-        f"(got --config {' '.join(map(str, workflow.config_settings.config))}). "
-        "Put the values in an overlay YAML and pass it with --configfile."
-    )
 # params.yaml, then any --configfile overlays in order (paths relative to the workflow directory when inside it).
 PARAMS_FILES = ["params.yaml"] + [
     os.path.relpath(f) if not os.path.relpath(f).startswith("..") else str(f) for f in workflow.overwrite_configfiles
@@ -20,7 +15,9 @@ PARAMS_FILES = ["params.yaml"] + [
 try:
     # Merged the way every stage merges them (null removes a key), validated against the JSON schema
     # snakemake.utils.validate would use, with messages that name the key.
-    merged = rcfg.load_params(PARAMS_FILES)
+    # --config key=value (or section.key=value) last, as Snakemake would merge it.
+    OVERRIDES = rcfg.nested(workflow.config_settings.config or {})
+    merged = rcfg.load_params(PARAMS_FILES, OVERRIDES)
 except rcfg.ConfigError as e:
     raise WorkflowError(str(e)) from None
 config.clear()
@@ -30,8 +27,15 @@ config.update(merged)
 # line nor in its `params:`, so that adding an overlay reruns only the jobs whose own keys (`stage_params`, in
 # each rule's `params:`) change value. The stage logs the files and the values it read.
 os.environ.update(RNNSEARCH_PARAMS=os.pathsep.join(PARAMS_FILES))
+if OVERRIDES:
+    os.environ[rcfg.CONFIG_ENV] = json.dumps(OVERRIDES, sort_keys=True)
+else:
+    os.environ.pop(rcfg.CONFIG_ENV, None)
 SRC, TGT = config["data"]["src"], config["data"]["tgt"]
 MODELS = list(config["models"])
+# Each model is trained `replicates` times (replicate r: seed + r - 1); Figure 3, the AER, the peer and the
+# extra test sets use replicate 1.
+REPLICATES = list(range(1, config["replicates"] + 1))
 ALIGN_MODEL = config["figures"]["alignment_model"]
 EXTRA_TESTS = config["extra_tests"]
 AER_GOLD = {"synthetic": "results/data/raw/test.align", "none": None}.get(config["aer"]["gold"], config["aer"]["gold"])
@@ -41,6 +45,7 @@ ALIGN_LETTERS = list("abcdefghijklmnopqrstuvwxyz"[: 1 + config["figures"]["align
 
 wildcard_constraints:
     model="|".join(map(re.escape, MODELS)),
+    replicate=r"[1-9]\d*",
     maxlen=r"\d+",
     split="train|dev|test",
     lang=f"{SRC}|{TGT}",
@@ -144,6 +149,18 @@ SPM_FILES = (
 PRETOKENIZED_TRAIN = config["data"]["source"] == "wmt14" and config["data"]["wmt14"]["selection"] == "lium"
 
 
+def each_replicate(pattern):
+    """`pattern` ({model}, {replicate}) for every model and replicate, model by model."""
+    return expand(pattern, model=MODELS, replicate=REPLICATES)
+
+
+def replicate_patterns(pattern):
+    """A rule's param: `pattern` for every model, {replicate} left for the stage to fill in from `replicates`,
+    so that the command (and dvc.yaml's) stays the same whatever the number of replicates."""
+    names = " ".join(pattern.format(model=m, replicate="{replicate}") for m in MODELS)
+    return lambda wildcards: names  # a function: Snakemake formats params strings with the job's wildcards
+
+
 def train_file(model, lang):
     return f"results/data/train{config['models'][model]['train_max_len']}.{lang}"
 
@@ -152,6 +169,7 @@ def final_outputs():
     return [
         "results/tables/table1.csv",
         "results/tables/table1.md",
+        "results/tables/table1_replicates.csv",
         "results/tables/table2.csv",
         "results/tables/table2.md",
         "results/figures/bleu_by_length.png",

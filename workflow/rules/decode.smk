@@ -1,9 +1,9 @@
-# Stage 6: beam search on the test set, All sentences and the No-UNK subset ([UNK] forbidden).
+# Stage 6: beam search on the test set, All sentences and the No-UNK subset ([UNK] forbidden), per replicate.
 
 
 rule translate:
     input:
-        checkpoint="results/models/{model}/model.pt",
+        checkpoint="results/models/{model}/replicate{replicate}/model.pt",
         src=f"results/data/tok/test.{SRC}",
         ref=f"results/data/tok/test.{TGT}",
         src_vocab=f"results/data/vocab.{SRC}.tsv",
@@ -11,13 +11,13 @@ rule translate:
         spm=SPM_FILES,
         code=stage_code("translate"),
     output:
-        hyp_tok="results/translations/{model}/test.hyp.tok",
-        hyp="results/translations/{model}/test.hyp",
-        nounk_tok="results/translations/{model}/nounk.hyp.tok",
-        nounk="results/translations/{model}/nounk.hyp",
-        nounk_ids="results/translations/{model}/nounk.json",
-        attention="results/translations/{model}/attention.npz",
-        stats="results/translations/{model}/decode_stats.json",
+        hyp_tok="results/translations/{model}/replicate{replicate}/test.hyp.tok",
+        hyp="results/translations/{model}/replicate{replicate}/test.hyp",
+        nounk_tok="results/translations/{model}/replicate{replicate}/nounk.hyp.tok",
+        nounk="results/translations/{model}/replicate{replicate}/nounk.hyp",
+        nounk_ids="results/translations/{model}/replicate{replicate}/nounk.json",
+        attention="results/translations/{model}/replicate{replicate}/attention.npz",
+        stats="results/translations/{model}/replicate{replicate}/decode_stats.json",
     params:
         stage=stage_params("translate"),
         launch=launcher("decode"),
@@ -27,18 +27,18 @@ rule translate:
     conda:
         "../../envs/rnnsearch.yaml"
     log:
-        "results/logs/translate/{model}.log",
+        "results/logs/translate/{model}/replicate{replicate}.log",
     shell:
         "{params.launch}rnnsearch translate --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
-        " --out-dir results/translations/{wildcards.model} --log {log}"
+        " --out-dir results/translations/{wildcards.model}/replicate{wildcards.replicate} --log {log}"
 
 
 rule translate_extra:
-    """Each model on each extra test set (extra_tests), raw text in, detokenized translations out, with the
+    """Each model (its replicate 1) on each extra test set (extra_tests), raw text in, detokenized translations out, with the
     decode settings of the main test set."""
     input:
-        checkpoint="results/models/{model}/model.pt",
+        checkpoint="results/models/{model}/replicate1/model.pt",
         src=lambda w: f"{EXTRA_TESTS[w.testset]}.{SRC}",
         code=stage_code("translate"),
     output:

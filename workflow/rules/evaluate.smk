@@ -9,28 +9,29 @@ rule score:
         hyps=rules.translate.output,
         code=stage_code("score"),
     output:
-        "results/scores/{model}.json",
+        "results/scores/{model}/replicate{replicate}.json",
     params:
         stage=stage_params("score"),
     conda:
         "../../envs/rnnsearch.yaml"
     log:
-        "results/logs/score/{model}.log",
+        "results/logs/score/{model}/replicate{replicate}.log",
     shell:
         "rnnsearch score --model {wildcards.model} --src {input.src} --ref-tok {input.ref_tok}"
-        " --ref {input.ref} --hyp-dir results/translations/{wildcards.model} --out {output} --log {log}"
+        " --ref {input.ref} --hyp-dir results/translations/{wildcards.model}/replicate{wildcards.replicate}"
+        " --out {output} --log {log}"
 
 
 rule tables:
     input:
-        scores=expand("results/scores/{model}.json", model=MODELS),
-        stats=expand("results/models/{model}/train_stats.json", model=MODELS),
-        hyps=expand("results/translations/{model}/test.hyp.tok", model=MODELS),
+        scores=each_replicate("results/scores/{model}/replicate{replicate}.json"),
+        stats=each_replicate("results/models/{model}/replicate{replicate}/train_stats.json"),
+        hyps=each_replicate("results/translations/{model}/replicate{replicate}/test.hyp.tok"),
         ref_tok=f"results/data/tok/test.{TGT}",
         code=stage_code("tables"),
     output:
         report(
-            multiext("results/tables/table1", ".csv", ".md"),
+            multiext("results/tables/table1", ".csv", ".md", "_replicates.csv"),
             caption="../report/table1.rst",
             category="Tables",
         ),
@@ -41,21 +42,24 @@ rule tables:
         ),
     params:
         stage=stage_params("tables"),
+        scores=replicate_patterns("results/scores/{model}/replicate{replicate}.json"),
+        stats=replicate_patterns("results/models/{model}/replicate{replicate}/train_stats.json"),
+        hyps=replicate_patterns("results/translations/{model}/replicate{replicate}/test.hyp.tok"),
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/tables.log",
     shell:
-        "rnnsearch tables --scores {input.scores} --train-stats {input.stats} --hyps {input.hyps}"
+        "rnnsearch tables --scores {params.scores} --train-stats {params.stats} --hyps {params.hyps}"
         " --ref-tok {input.ref_tok} --out-dir results/tables --log {log}"
 
 
 rule figures:
     input:
-        scores=expand("results/scores/{model}.json", model=MODELS),
-        attention=f"results/translations/{config['figures']['alignment_model']}/attention.npz",
-        hyp=f"results/translations/{config['figures']['alignment_model']}/test.hyp.tok",
-        nounk=f"results/translations/{config['figures']['alignment_model']}/nounk.json",
+        scores=each_replicate("results/scores/{model}/replicate{replicate}.json"),
+        attention=f"results/translations/{ALIGN_MODEL}/replicate1/attention.npz",
+        hyp=f"results/translations/{ALIGN_MODEL}/replicate1/test.hyp.tok",
+        nounk=f"results/translations/{ALIGN_MODEL}/replicate1/nounk.json",
         src=f"results/data/tok/test.{SRC}",
         code=stage_code("figures"),
     output:
@@ -71,12 +75,13 @@ rule figures:
         ),
     params:
         stage=stage_params("figures"),
+        scores=replicate_patterns("results/scores/{model}/replicate{replicate}.json"),
     conda:
         "../../envs/rnnsearch.yaml"
     log:
         "results/logs/figures.log",
     shell:
-        "rnnsearch figures --scores {input.scores} --attention {input.attention}"
+        "rnnsearch figures --scores {params.scores} --attention {input.attention}"
         " --src {input.src} --hyp {input.hyp} --nounk {input.nounk} --out-dir results/figures --log {log}"
 
 
@@ -84,7 +89,7 @@ if AER_GOLD:
 
     rule aer:
         input:
-            checkpoint=f"results/models/{ALIGN_MODEL}/model.pt",
+            checkpoint=f"results/models/{ALIGN_MODEL}/replicate1/model.pt",
             src=f"results/data/tok/test.{SRC}",
             ref=f"results/data/tok/test.{TGT}",
             src_vocab=f"results/data/vocab.{SRC}.tsv",
@@ -114,16 +119,17 @@ rule report:
         table2="results/tables/table2.md",
         figure2="results/figures/bleu_by_length.png",
         alignments=expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
-        scores=expand("results/scores/{model}.json", model=MODELS),
+        scores=each_replicate("results/scores/{model}/replicate{replicate}.json"),
         src=f"results/data/raw/test.{SRC}",
         ref=f"results/data/raw/test.{TGT}",
-        hyps=expand("results/translations/{model}/test.hyp", model=MODELS),
+        hyps=expand("results/translations/{model}/replicate1/test.hyp", model=MODELS),
         aer=["results/scores/aer.json"] if AER_GOLD else [],
         code=stage_code("report"),
     output:
         "results/report.md",
     params:
         stage=stage_params("report"),
+        scores=replicate_patterns("results/scores/{model}/replicate{replicate}.json"),
         hyps=lambda w, input: " ".join(f"{m}={h}" for m, h in zip(MODELS, input.hyps)),
         aer=lambda w, input: f"--aer {input.aer}" if input.aer else "",
     conda:
@@ -132,7 +138,7 @@ rule report:
         "results/logs/report.log",
     shell:
         "rnnsearch report --table1 {input.table1} --table2 {input.table2} --figure2 {input.figure2}"
-        " --alignments {input.alignments} --scores {input.scores} --src {input.src} --ref {input.ref}"
+        " --alignments {input.alignments} --scores {params.scores} --src {input.src} --ref {input.ref}"
         " --hyps {params.hyps} {params.aer} --out {output} --log {log}"
 
 

@@ -1,12 +1,13 @@
 # The equal-time experiment against JoeyNMT 2.3.0 (not part of `all`): snakemake --cores 2 peer
 # JoeyNMT trains on our tokenized data for as long as `peer.model` trained (its train_stats.json), then decodes
-# the test set with decode.beam; every system is scored the same way in results/peer/comparison.md.
+# the test set with decode.beam; every system is scored the same way in results/peer/comparison.md (our models:
+# replicate 1).
 PEER_MODEL = config["peer"]["model"]
 
 
 rule peer_joeynmt:
     input:
-        stats=f"results/models/{PEER_MODEL}/train_stats.json",
+        stats=f"results/models/{PEER_MODEL}/replicate1/train_stats.json",
         train=[train_file(PEER_MODEL, SRC), train_file(PEER_MODEL, TGT)],
         dev=expand("results/data/tok/dev.{lang}", lang=[SRC, TGT]),
         test=expand("results/data/tok/test.{lang}", lang=[SRC, TGT]),
@@ -33,8 +34,8 @@ rule peer_joeynmt:
 
 rule peer:
     input:
-        ours=expand("results/translations/{model}/test.hyp", model=MODELS),
-        stats=expand("results/models/{model}/train_stats.json", model=MODELS),
+        ours=expand("results/translations/{model}/replicate1/test.hyp", model=MODELS),
+        stats=expand("results/models/{model}/replicate1/train_stats.json", model=MODELS),
         peer=rules.peer_joeynmt.output,
         ref=f"results/data/raw/test.{TGT}",
         code=stage_code("compare-peer"),
@@ -44,7 +45,8 @@ rule peer:
     params:
         stage=stage_params("compare-peer"),
         systems=" ".join(
-            f"--system {m}=results/translations/{m}/test.hyp=results/models/{m}/train_stats.json" for m in MODELS
+            f"--system {m}=results/translations/{m}/replicate1/test.hyp=results/models/{m}/replicate1/train_stats.json"
+            for m in MODELS
         ),
     conda:
         "../../envs/rnnsearch.yaml"

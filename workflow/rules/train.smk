@@ -1,4 +1,4 @@
-# Stage 5: one training job per entry of `models` (App. B.2).
+# Stage 5: one training job per entry of `models` and replicate (App. B.2).
 
 
 rule train:
@@ -12,10 +12,10 @@ rule train:
         spm=SPM_FILES,
         code=stage_code("train"),
     output:
-        model="results/models/{model}/model.pt",
-        stats="results/models/{model}/train_stats.json",
-        curve="results/models/{model}/learning_curve.tsv",
-        validation="results/models/{model}/validation.tsv",
+        model="results/models/{model}/replicate{replicate}/model.pt",
+        stats="results/models/{model}/replicate{replicate}/train_stats.json",
+        curve="results/models/{model}/replicate{replicate}/learning_curve.tsv",
+        validation="results/models/{model}/replicate{replicate}/validation.tsv",
     params:
         stage=lambda w: stage_params("train", w.model),
         launch=launcher("train"),
@@ -27,10 +27,10 @@ rule train:
     conda:
         "../../envs/rnnsearch.yaml"
     log:
-        "results/logs/train/{model}.log",
+        "results/logs/train/{model}/replicate{replicate}.log",
     shell:
-        "{params.launch}rnnsearch train --model {wildcards.model}"
+        "{params.launch}rnnsearch train --model {wildcards.model} --replicate {wildcards.replicate}"
         " --src-train {input.src_train} --tgt-train {input.tgt_train}"
         " --src-dev {input.src_dev} --tgt-dev {input.tgt_dev}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
-        " --out-dir results/models/{wildcards.model} --log {log}"
+        " --out-dir results/models/{wildcards.model}/replicate{wildcards.replicate} --log {log}"

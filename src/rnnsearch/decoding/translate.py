@@ -88,7 +88,7 @@ def _translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_vocab_
                     alphas[f"src.{i}"] = np.array(src_vocab.units(src_tok[i].split()) + ["</s>"])
                     alphas[f"hyp.{i}"] = np.array(tgt_vocab.decode(h.tokens, units=True) + ["</s>"])
         np.savez_compressed(f, **alphas)
-    stats = {"model": config["name"], "arch": config["model"]["arch"], "sentences": len(src_ids), "beam": opts["beam"], "batch_size": opts["batch_size"],
+    stats = {"model": config["name"], "arch": config["model"]["arch"], "seed": config["seed"], "sentences": len(src_ids), "beam": opts["beam"], "batch_size": opts["batch_size"],
              "seconds_all": round(seconds_all, 3), "sentences_per_s": round(len(src_ids) / seconds_all, 2),
              "nounk_sentences": len(ids), "device": str(device), "threads": decode.threads,
              **({"processes": world.size} if world.size > 1 else {})}

@@ -1,4 +1,5 @@
-"""Stage 8b: Figure 2 (BLEU against sentence length, one curve per model) and Figure 3 (alignments α_ij)."""
+"""Stage 8b: Figure 2 (BLEU against sentence length, one curve per model, mean over replicates) and Figure 3
+(alignments α_ij of replicate 1)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from rnnsearch.evaluation.replicates import by_model  # noqa: E402
 from rnnsearch.textio import InputError, atomic_path, read_json, read_lines  # noqa: E402
 
 _STYLE = {"rnnsearch": "-", "rnnencdec": "--"}
@@ -23,12 +25,31 @@ def _save(fig, path: Path) -> None:
 
 
 def bleu_by_length_table(scores: list[dict]) -> pd.DataFrame:
+    """Every replicate's BLEU per length bucket with its bootstrap 95% interval (the CSV beside Figure 2)."""
     rows = []
-    for s in scores:
-        for b in s["by_length"]:
-            rows.append({"model": s["model"], "bucket": b["bucket"], "lo": b["lo"], "hi": b["hi"],
-                         "sentences": b["sentences"], "bleu": b["bleu"], "ci_low": b["ci_low"], "ci_high": b["ci_high"]})
+    for model, runs in by_model(scores).items():
+        for r, s in enumerate(runs):
+            for b in s["by_length"]:
+                rows.append({"model": model, "replicate": r + 1, "seed": s.get("seed"), "bucket": b["bucket"],
+                             "lo": b["lo"], "hi": b["hi"], "sentences": b["sentences"], "bleu": b["bleu"],
+                             "ci_low": b["ci_low"], "ci_high": b["ci_high"]})
     return pd.DataFrame(rows)
+
+
+def _curve(g: pd.DataFrame) -> tuple[list[float], pd.Series, pd.Series | None, pd.Series | None]:
+    """One model's curve: bucket centres, the mean BLEU over replicates, and its band: mean ± sd across
+    replicates for two or more, else the bootstrap 95% interval (None where there is none)."""
+    g = g.dropna(subset=["bleu"])
+    per_bucket = g.groupby("lo", sort=True)
+    mean = per_bucket["bleu"].mean()
+    x = [_center(lo, hi) for lo, hi in per_bucket["hi"].first().items()]
+    if g["replicate"].nunique() > 1:
+        sd = per_bucket["bleu"].std().fillna(0.0)
+        return x, mean, mean - sd, mean + sd
+    first = per_bucket.first()
+    if first["ci_low"].notna().all():
+        return x, mean, first["ci_low"].astype(float), first["ci_high"].astype(float)
+    return x, mean, None, None
 
 
 def _center(lo, hi) -> float:
@@ -37,15 +58,15 @@ def _center(lo, hi) -> float:
 
 
 def figure2(df: pd.DataFrame, archs: dict[str, str], out_stem: Path) -> None:
-    """One curve per model; RNNsearch solid, RNNencdec dashed (as in the paper); shaded: bootstrap 95% intervals."""
+    """One curve per model, the mean over its replicates; RNNsearch solid, RNNencdec dashed (as in the paper);
+    shaded: ± 1 sd across replicates (two or more), else the bootstrap 95% interval."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    replicates = int(df.groupby("model")["replicate"].nunique().min())
     for model, g in df.groupby("model", sort=False):
-        g = g.dropna(subset=["bleu"])
-        x = [_center(lo, hi) for lo, hi in zip(g["lo"], g["hi"])]
-        (line,) = ax.plot(x, g["bleu"], _STYLE.get(archs.get(model, ""), "-"), marker="o", label=model)
-        if g["ci_low"].notna().all():
-            ax.fill_between(x, g["ci_low"].astype(float), g["ci_high"].astype(float), color=line.get_color(),
-                            alpha=0.15, linewidth=0)
+        x, mean, low, high = _curve(g)
+        (line,) = ax.plot(x, mean, _STYLE.get(archs.get(model, ""), "-"), marker="o", label=model)
+        if low is not None:
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
     labels = df.drop_duplicates("bucket")
     ax.set_xticks([_center(lo, hi) for lo, hi in zip(labels["lo"], labels["hi"])])
     ax.set_xticklabels(labels["bucket"], rotation=0)
@@ -55,9 +76,10 @@ def figure2(df: pd.DataFrame, archs: dict[str, str], out_stem: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title("BLEU on the test set by sentence length (Figure 2)")
-    if df["ci_low"].notna().any():
-        ax.text(0.99, 0.01, "shaded: bootstrap 95% intervals", transform=ax.transAxes, ha="right", va="bottom",
-                fontsize=7, color="0.4")
+    band = (f"mean of {replicates} replicates, shaded: ± 1 sd across them" if replicates > 1
+            else "shaded: bootstrap 95% intervals" if df["ci_low"].notna().any() else "")
+    if band:
+        ax.text(0.99, 0.01, band, transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="0.4")
     for suffix in (".png", ".pdf"):
         _save(fig, out_stem.with_suffix(suffix))
     plt.close(fig)

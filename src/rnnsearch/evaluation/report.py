@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from rnnsearch.evaluation.replicates import by_model, mean_sd, shown
 from rnnsearch.textio import atomic_path, read_json, read_lines
 
 
@@ -16,9 +17,14 @@ def _rel(path: str, start: Path) -> str:
     return os.path.relpath(path, start)
 
 
-def _bleu_cell(bucket: dict) -> str:
-    if bucket["bleu"] is None:
+def _bleu_cell(runs: list[dict], j: int) -> str:
+    """Bucket j of a model: BLEU [bootstrap 95% interval] for one replicate, mean ± sd for several."""
+    values = [s["by_length"][j]["bleu"] for s in runs if s["by_length"][j]["bleu"] is not None]
+    if not values:
         return "–"
+    if len(runs) > 1:
+        return shown(*mean_sd(values))
+    bucket = runs[0]["by_length"][j]
     if bucket.get("ci_low") is None:
         return f"{bucket['bleu']:.2f}"
     return f"{bucket['bleu']:.2f} [{bucket['ci_low']:.1f}, {bucket['ci_high']:.1f}]"
@@ -38,7 +44,7 @@ def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, align
                src_raw: str, ref_raw: str, hyp_files: dict[str, str], out: str, aer_file: str | None = None) -> None:
     out_path = Path(out)
     base = out_path.parent
-    scores = [read_json(f) for f in score_files]
+    groups = by_model([read_json(f) for f in score_files])
     src, ref = read_lines(src_raw), read_lines(ref_raw)
     hyps = {m: read_lines(p) for m, p in hyp_files.items()}
     lines = ["# rnnsearch: results of this run", "",
@@ -48,13 +54,16 @@ def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, align
              "## Table 1: BLEU on the test set", "", Path(table1_md).read_text(encoding="utf-8"),
              "## Table 2: learning statistics", "", Path(table2_md).read_text(encoding="utf-8"),
              "## Figure 2: BLEU by sentence length", "", f"![Figure 2]({_rel(figure2, base)})", ""]
-    lines += ["Tokenized BLEU per source-length bucket [bootstrap 95% interval].", ""]
-    header = "| bucket | " + " | ".join(s["model"] for s in scores) + " |"
-    lines += [header, "|" + "---|" * (len(scores) + 1)]
-    for j, b in enumerate(scores[0]["by_length"]):
-        cells = [_bleu_cell(s["by_length"][j]) for s in scores]
+    several = any(len(runs) > 1 for runs in groups.values())
+    lines += ["Tokenized BLEU per source-length bucket " + ("(mean ± sd over replicates; one replicate: "
+              "[bootstrap 95% interval])." if several else "[bootstrap 95% interval]."), ""]
+    header = "| bucket | " + " | ".join(groups) + " |"
+    lines += [header, "|" + "---|" * (len(groups) + 1)]
+    for j, b in enumerate(next(iter(groups.values()))[0]["by_length"]):
+        cells = [_bleu_cell(runs, j) for runs in groups.values()]
         lines.append(f"| {b['bucket']} ({b['sentences']} sent.) | " + " | ".join(cells) + " |")
-    lines += ["", "## Figure 3: alignments of " + params["figures"]["alignment_model"], ""]
+    lines += ["", "## Figure 3: alignments of " + params["figures"]["alignment_model"]
+              + (" (replicate 1)" if several else ""), ""]
     lines += [f"![{Path(a).stem}]({_rel(a, base)})" for a in alignments]
     if aer_file:
         aer = read_json(aer_file)
@@ -69,7 +78,8 @@ def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, align
                 lines.append(f"| {name} | {r['aer']:.3f} | {r['precision']:.3f} | {r['recall']:.3f} | {r['links']} | "
                              f"{r['sure']} |")
     lines += ["", "## Sample translations", "",
-              f"Five test sentences drawn with `seed` {params['seed']}, each model's output as scored (detokenized).", ""]
+              f"Five test sentences drawn with `seed` {params['seed']}, each model's output as scored (detokenized"
+              + (", replicate 1)." if several else ")."), ""]
     for i in sample_sentences(len(src), params["seed"], 5):
         lines += [f"**Sentence {i + 1}**", "", f"- Source: {src[i]}", f"- Reference: {ref[i]}"]
         lines += [f"- {m}: {h[i]}" for m, h in hyps.items()]

@@ -117,9 +117,11 @@ def run_score(model: str, src_tok_path: str, ref_tok_path: str, ref_raw_path: st
                          f"and nounk.hyp {len(nk)}")
     tok_all = tokenized_bleu(hyp_tok, ref_tok)
     sacre_all, signature = sacre_bleu(hyp, ref_raw)
+    decoded = read_json(f"{hyp_dir}/decode_stats.json")
     result = {
         "model": model,
-        "arch": read_json(f"{hyp_dir}/decode_stats.json")["arch"],
+        "arch": decoded["arch"],
+        "seed": decoded.get("seed"),  # the training's seed (replicate r: seed + r - 1)
         "sentences": len(ref_tok),
         "bleu_tok_all": tok_all.score,
         "bleu_tok_all_detail": str(tok_all),

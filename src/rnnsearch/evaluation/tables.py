@@ -1,4 +1,5 @@
-"""Stage 8a: the paper's Table 1 (BLEU, All and No UNK) and Table 2 (learning statistics) as CSV and Markdown."""
+"""Stage 8a: the paper's Table 1 (BLEU, All and No UNK) and Table 2 (learning statistics) as CSV and Markdown,
+each model's mean ± sd over its replicates."""
 
 from __future__ import annotations
 
@@ -6,19 +7,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from rnnsearch.evaluation.replicates import by_model, mean_sd, shown, welch_p
 from rnnsearch.evaluation.score import check_aligned
-from rnnsearch.textio import atomic_path, read_json, read_lines
+from rnnsearch.textio import InputError, atomic_path, read_json, read_lines
 
 
-def _write(df: pd.DataFrame, stem: Path, notes: list[str]) -> None:
+def _write(numbers: pd.DataFrame, display: pd.DataFrame, stem: Path, notes: list[str]) -> None:
+    """The numbers as CSV; as Markdown, the table as shown (mean ± sd, p-values with four digits) and its notes."""
     with atomic_path(stem.with_suffix(".csv")) as tmp:
-        df.to_csv(tmp, index=False)
-    shown = df.copy()
-    for col in [c for c in df.columns if c.startswith("p vs")]:  # p-values need more digits than BLEU
-        shown[col] = [f"{v:.4f}" if pd.notna(v) else "–" for v in df[col]]
+        numbers.to_csv(tmp, index=False)
     with atomic_path(stem.with_suffix(".md")) as tmp:
-        tmp.write_text(shown.to_markdown(index=False, floatfmt=".2f") + "\n\n" + "\n".join(notes) + "\n",
-                       encoding="utf-8")
+        tmp.write_text(display.to_markdown(index=False, floatfmt=".2f", disable_numparse=True) + "\n\n"
+                       + "\n".join(notes) + "\n", encoding="utf-8")
 
 
 def paired_bootstrap(names: list[str], hyps: list[list[str]], refs: list[str], samples: int) -> dict[str, float]:
@@ -33,50 +33,132 @@ def paired_bootstrap(names: list[str], hyps: list[list[str]], refs: list[str], s
     return {name: r.p_value for name, r in zip(names[1:], results["BLEU"][1:])}
 
 
-def table1(scores: list[dict], p_values: dict[str, float] | None = None,
-           samples: int = 0) -> tuple[pd.DataFrame, list[str]]:
-    baseline = scores[0]["model"]
-    rows = [{"Model": s["model"],
-             "All (tokenized BLEU)": s["bleu_tok_all"], "No UNK (tokenized BLEU)": s["bleu_tok_nounk"],
-             "All (sacreBLEU)": s["sacrebleu_all"], "No UNK (sacreBLEU)": s["sacrebleu_nounk"],
-             "No-UNK sentences": s["nounk_sentences"], "Test sentences": s["sentences"]} for s in scores]
-    if p_values:
-        for row in rows:
-            row[f"p vs {baseline}"] = p_values.get(row["Model"])
-    signatures = sorted({s["sacrebleu_signature"] for s in scores})
-    notes = ["Tokenized BLEU: " + scores[0]["tokenized_bleu_definition"] + ".",
+BLEU_COLUMNS = {"All (tokenized BLEU)": "bleu_tok_all", "No UNK (tokenized BLEU)": "bleu_tok_nounk",
+                "All (sacreBLEU)": "sacrebleu_all", "No UNK (sacreBLEU)": "sacrebleu_nounk"}
+
+
+def replicate_p_values(groups: dict[str, list[dict]], hyps: dict[int, list[str]], refs: list[str],
+                       samples: int) -> dict[tuple[str, int], float]:
+    """{(model, replicate index): p} of the paired bootstrap of each model's r-th replicate against the
+    baseline's (the first model's) r-th replicate; `hyps` maps id(score record) to its translations."""
+    baseline, *others = groups
+    p: dict[tuple[str, int], float] = {}
+    for r, base in enumerate(groups[baseline]):
+        systems = [(m, groups[m][r]) for m in others if r < len(groups[m])]
+        if systems:
+            names = [baseline] + [m for m, _ in systems]
+            found = paired_bootstrap(names, [hyps[id(base)]] + [hyps[id(s)] for _, s in systems], refs, samples)
+            p.update({(m, r): found[m] for m in found})
+    return p
+
+
+def table1_replicates(groups: dict[str, list[dict]], p: dict) -> pd.DataFrame:
+    """Every replicate's scores, and its paired bootstrap p against the baseline's replicate of the same index."""
+    baseline = next(iter(groups))
+    return pd.DataFrame([{"Model": m, "Replicate": r + 1, "Seed": s.get("seed"),
+                          **{col: s[key] for col, key in BLEU_COLUMNS.items()},
+                          f"p vs {baseline}": p.get((m, r))}
+                         for m, runs in groups.items() for r, s in enumerate(runs)])
+
+
+def table1(groups: dict[str, list[dict]], p: dict | None = None,
+           samples: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Table 1, one row per model: the mean of each BLEU over its replicates and (for two or more) the sample
+    standard deviation (the `sd` columns); with bootstrap p-values, the largest over replicates; with three or more
+    replicates of the model and of the baseline, Welch's t-test of their All BLEU across seeds. Returns the numbers,
+    the table as shown (mean ± sd) and its notes."""
+    baseline = next(iter(groups))
+    welch = all(len(runs) >= 3 for runs in groups.values())
+    rows, display = [], []
+    for m, runs in groups.items():
+        row, show = {"Model": m, "Replicates": len(runs)}, {"Model": m}
+        if len(groups[baseline]) > 1 or len(runs) > 1:
+            show["Replicates"] = len(runs)
+        for col, key in BLEU_COLUMNS.items():
+            values = [s[key] for s in runs if s[key] is not None]
+            mean, sd = mean_sd(values) if values else (None, None)
+            row[col], row[col + " sd"] = mean, sd
+            show[col] = shown(mean, sd) if mean is not None else "–"
+        row["No-UNK sentences"] = show["No-UNK sentences"] = runs[0]["nounk_sentences"]
+        row["Test sentences"] = show["Test sentences"] = runs[0]["sentences"]
+        if p:
+            found = [p[(m, r)] for r in range(len(runs)) if (m, r) in p]
+            row[f"p vs {baseline}"] = max(found) if found else None
+            show[f"p vs {baseline}"] = f"{max(found):.4f}" if found else "–"
+        if welch:
+            a, b = [s["bleu_tok_all"] for s in runs], [s["bleu_tok_all"] for s in groups[baseline]]
+            row[f"Welch p vs {baseline}"] = welch_p(a, b) if m != baseline else None
+            show[f"Welch p vs {baseline}"] = f"{row[f'Welch p vs {baseline}']:.4f}" if m != baseline else "–"
+        rows.append(row)
+        display.append(show)
+    signatures = sorted({s["sacrebleu_signature"] for runs in groups.values() for s in runs})
+    first = next(iter(groups.values()))[0]
+    notes = ["Tokenized BLEU: " + first["tokenized_bleu_definition"] + ".",
              "sacreBLEU: detokenized output against the raw references; signature: " + "; ".join(signatures) + ".",
              "No UNK: sentences without out-of-shortlist words in source and reference, decoded with [UNK] forbidden."]
-    if p_values:
+    if any(len(runs) > 1 for runs in groups.values()):
+        notes.append("Mean ± sample standard deviation over each model's replicates (trainings with seeds seed, "
+                     "seed + 1, …; params.yaml's `replicates`); every replicate in table1_replicates.csv.")
+    if p:
         notes.append(f"p vs {baseline}: sacreBLEU's paired bootstrap resampling ({samples} samples) of tokenized BLEU "
-                     f"on All sentences against {baseline}, the first model of params.yaml's `models`.")
-    return pd.DataFrame(rows), notes
+                     f"on All sentences against {baseline}, the first model of params.yaml's `models`"
+                     + (", replicate against replicate of the same index: the largest p." if len(groups[baseline]) > 1
+                        else "."))
+    if welch:
+        notes.append(f"Welch p vs {baseline}: Welch's t-test (two-sided) of All tokenized BLEU across replicates.")
+    return pd.DataFrame(rows), pd.DataFrame(display), notes
 
 
-def table2(stats: list[dict]) -> tuple[pd.DataFrame, list[str]]:
-    rows = [{"Model": s["model"], "Updates": s["updates"], "Epochs": s["epochs"], "Hours": s["hours"],
-             "Device": s["device"], "Train NLL": s["train_nll"], "Dev NLL": s["dev_nll"],
-             "Dev BLEU": s["dev_bleu"], "Selected update": s["selected_update"],
-             "Early stop": "yes" if s["early_stopped"] else "no", "Parameters": s["parameters"]} for s in stats]
+TABLE2_MEANS = {"Updates": "updates", "Epochs": "epochs", "Hours": "hours", "Train NLL": "train_nll",
+                "Dev NLL": "dev_nll", "Dev BLEU": "dev_bleu", "Selected update": "selected_update"}
+
+
+def table2(groups: dict[str, list[dict]]) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Table 2, one row per model: each learning statistic's mean (and sd) over the replicates."""
+    rows, display = [], []
+    for m, runs in groups.items():
+        row, show = {"Model": m, "Replicates": len(runs)}, {"Model": m}
+        for col, key in TABLE2_MEANS.items():
+            mean, sd = mean_sd([s[key] for s in runs])
+            row[col], row[col + " sd"] = mean, sd
+            show[col] = shown(mean, sd, 0 if key in ("updates", "selected_update") else 2)
+        for col, value in (("Device", " / ".join(dict.fromkeys(s["device"] for s in runs))),
+                           ("Early stop", f"{sum(s['early_stopped'] for s in runs)} of {len(runs)}" if len(runs) > 1
+                            else ("yes" if runs[0]["early_stopped"] else "no")),
+                           ("Parameters", runs[0]["parameters"])):
+            row[col] = show[col] = value
+        rows.append(row)
+        display.append(show)
     notes = ["NLL per sentence (summed over words, </s> included), averaged over sentences, as in the paper's Table 2.",
              "Train NLL: mean of the last logged training windows. Dev NLL and Dev BLEU (tokenized, greedy unless "
              "train.validate_beam says otherwise): the whole dev set, for the model kept, the validated state with "
              "the best dev BLEU (Selected update)."]
-    return pd.DataFrame(rows), notes
+    if any(len(runs) > 1 for runs in groups.values()):
+        notes.append("Mean ± sample standard deviation over each model's replicates.")
+    return pd.DataFrame(rows), pd.DataFrame(display), notes
 
 
 def run_tables(score_files: list[str], stats_files: list[str], hyp_files: list[str], ref_tok: str, samples: int,
                out_dir: str) -> None:
+    """Table 1 (table1.csv, table1.md, table1_replicates.csv) and Table 2 from the score and train_stats JSONs of
+    every model's replicates (model by model, replicates in order) and their tokenized translations."""
+    if not (len(score_files) == len(stats_files) == len(hyp_files)):
+        raise InputError(f"tables: {len(score_files)} --scores, {len(stats_files)} --train-stats and "
+                         f"{len(hyp_files)} --hyps: give one of each per model and replicate, in the same order")
     out = Path(out_dir)
     scores = [read_json(f) for f in score_files]
-    p_values = None
-    if samples and len(scores) > 1:
+    groups = by_model(scores)
+    p = {}
+    if samples and len(groups) > 1:
         refs = read_lines(ref_tok)
-        hyps = [read_lines(f) for f in hyp_files]
-        for f, h in zip(hyp_files, hyps):
-            check_aligned(f, h, ref_tok, refs)
-        p_values = paired_bootstrap([s["model"] for s in scores], hyps, refs, samples)
-    df1, notes1 = table1(scores, p_values, samples)
-    _write(df1, out / "table1", notes1)
-    df2, notes2 = table2([read_json(f) for f in stats_files])
-    _write(df2, out / "table2", notes2)
+        hyps = {}
+        for f, s in zip(hyp_files, scores):
+            hyps[id(s)] = read_lines(f)
+            check_aligned(f, hyps[id(s)], ref_tok, refs)
+        p = replicate_p_values(groups, hyps, refs, samples)
+    numbers, display, notes1 = table1(groups, p, samples)
+    _write(numbers, display, out / "table1", notes1)
+    with atomic_path(out / "table1_replicates.csv") as tmp:
+        table1_replicates(groups, p).to_csv(tmp, index=False)
+    numbers, display, notes2 = table2(by_model([read_json(f) for f in stats_files]))
+    _write(numbers, display, out / "table2", notes2)

@@ -384,7 +384,8 @@ class Training:
         state = self.state
         selected = next(v for v in state.validations if v["update"] == state.best["update"])
         return {
-            "model": self.name, "arch": self.config["model"]["arch"], "parameters": self.model.num_parameters(),
+            "model": self.name, "arch": self.config["model"]["arch"], "seed": self.config["seed"],
+            "parameters": self.model.num_parameters(),
             "updates": state.update, "epochs": round(self.batches.position, 4), "hours": seconds / 3600,
             "seconds": round(seconds, 2), "device": device_name(self.device), "threads": self.cfg.threads,
             "train_nll": state.smoothed_train_nll(), "dev_nll": selected["dev_nll"],

@@ -1,0 +1,93 @@
+"""Replicates: the statistics over seeds (mean, sd, Welch's t-test) and Table 1 / Figure 2 built from them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rnnsearch.evaluation.plots import _curve, bleu_by_length_table
+from rnnsearch.evaluation.replicates import mean_sd, shown, student_t_sf2, welch_p
+from rnnsearch.evaluation.tables import table1, table2
+from rnnsearch.stages import each_replicate
+
+
+@pytest.mark.parametrize("t, df, p", [(12.7062, 1, 0.05), (2.776445, 4, 0.05), (2.228139, 10, 0.05),
+                                      (3.169273, 10, 0.01), (1.959964, 1e6, 0.05), (0.0, 3, 1.0)])
+def test_student_t_tail_matches_the_tables(t: float, df: float, p: float):
+    assert student_t_sf2(t, df) == pytest.approx(p, rel=1e-5)
+
+
+def test_welch_t_test_of_two_small_samples():
+    # a = 1..3, b = 4..6: t = -3 / sqrt(2/3), df = 4 (equal variances and sizes)
+    assert welch_p([1, 2, 3], [4, 5, 6]) == pytest.approx(student_t_sf2(3 / (2 / 3) ** 0.5, 4))
+    assert welch_p([1, 2, 3], [4, 5, 6]) == pytest.approx(0.021311641128756, rel=1e-6)  # scipy.stats.ttest_ind
+    with pytest.raises(ValueError):
+        welch_p([1.0], [2.0, 3.0])
+
+
+def test_mean_and_sample_sd():
+    assert mean_sd([70.0, 80.0, 75.0]) == (75.0, 5.0)
+    assert mean_sd([70.0]) == (70.0, None) and shown(70.0, None) == "70.00" and shown(75, 5) == "75.00 ± 5.00"
+
+
+def test_patterns_expand_to_every_replicate_in_model_order():
+    assert each_replicate(["s/a/replicate{replicate}.json", "s/b/replicate{replicate}.json"], 2) == \
+        ["s/a/replicate1.json", "s/a/replicate2.json", "s/b/replicate1.json", "s/b/replicate2.json"]
+    assert each_replicate(["plain.json"], 3) == ["plain.json"]
+
+
+def _score(model: str, seed: int, bleu: float) -> dict:
+    return {"model": model, "arch": "rnnsearch", "seed": seed, "bleu_tok_all": bleu, "bleu_tok_nounk": bleu + 5,
+            "sacrebleu_all": bleu - 1, "sacrebleu_nounk": None, "nounk_sentences": 10, "sentences": 20,
+            "sacrebleu_signature": "sig", "tokenized_bleu_definition": "tok",
+            "by_length": [{"bucket": "1-10", "lo": 1, "hi": 10, "sentences": 5, "bleu": bleu, "ci_low": bleu - 1,
+                           "ci_high": bleu + 1},
+                          {"bucket": "11+", "lo": 11, "hi": None, "sentences": 5, "bleu": bleu / 2,
+                           "ci_low": None, "ci_high": None}]}
+
+
+def test_table1_gives_mean_sd_bootstrap_and_welch_over_three_replicates():
+    groups = {"base": [_score("base", 1 + r, b) for r, b in enumerate([10.0, 12.0, 11.0])],
+              "att": [_score("att", 1 + r, b) for r, b in enumerate([70.0, 74.0, 72.0])]}
+    p = {("att", 0): 0.001, ("att", 1): 0.004, ("att", 2): 0.002}
+    numbers, display, notes = table1(groups, p, 1000)
+    att = numbers.set_index("Model").loc["att"]
+    assert att["Replicates"] == 3 and att["All (tokenized BLEU)"] == 72.0 and att["All (tokenized BLEU) sd"] == 2.0
+    assert att["p vs base"] == 0.004  # the largest of the per-replicate bootstraps
+    assert att["Welch p vs base"] == pytest.approx(welch_p([70, 74, 72], [10, 12, 11]))
+    assert pd.isna(att["No UNK (sacreBLEU)"]) and display.set_index("Model").loc["att", "No UNK (sacreBLEU)"] == "–"
+    assert display.set_index("Model").loc["att", "All (tokenized BLEU)"] == "72.00 ± 2.00"
+    assert any("Welch" in n for n in notes)
+    one, shown_one, _ = table1({m: runs[:1] for m, runs in groups.items()})
+    assert "Welch p vs base" not in one and "Replicates" not in shown_one  # one replicate: the paper's table
+    assert shown_one.set_index("Model").loc["att", "All (tokenized BLEU)"] == "70.00"
+
+
+def test_table2_means_the_learning_statistics():
+    stats = [{"model": "m", "updates": 100, "epochs": 1.0 + r, "hours": 0.1, "train_nll": 3.0, "dev_nll": 10.0 + 2 * r,
+              "dev_bleu": 50.0, "selected_update": 100, "device": "cpu", "early_stopped": r == 1,
+              "parameters": 7} for r in range(2)]
+    numbers, display, _ = table2({"m": stats})
+    assert numbers["Dev NLL"][0] == 11.0 and numbers["Epochs sd"][0] == pytest.approx(0.5 ** 0.5)
+    assert display["Early stop"][0] == "1 of 2" and display["Updates"][0] == "100 ± 0"
+
+
+def test_figure2_curve_is_the_mean_with_a_band_across_replicates():
+    df = bleu_by_length_table([_score("att", 1, 70.0), _score("att", 2, 74.0)])
+    assert list(df["replicate"]) == [1, 1, 2, 2] and list(df["seed"]) == [1, 1, 2, 2]
+    x, mean, low, high = _curve(df)
+    assert list(mean) == [72.0, 36.0] and list(high - mean) == pytest.approx([2 * 2 ** 0.5, 2 ** 0.5])
+    x, mean, low, high = _curve(bleu_by_length_table([_score("att", 1, 70.0)]))
+    assert low is None  # one replicate: the bootstrap interval, absent for the open bucket here
+
+
+def test_tables_stage_refuses_lists_of_different_lengths(tmp_path: Path):
+    from rnnsearch.evaluation.tables import run_tables
+    from rnnsearch.textio import InputError
+
+    (tmp_path / "s.json").write_text(json.dumps(_score("m", 1, 1.0)))
+    with pytest.raises(InputError, match="one of each per model and replicate"):
+        run_tables([str(tmp_path / "s.json")] * 2, [str(tmp_path / "s.json")], [], "ref", 0, str(tmp_path))
