@@ -11,6 +11,7 @@ import csv
 import html
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -101,9 +102,14 @@ def test_config_on_the_command_line_sets_replicates_and_reaches_the_stages(works
     assert counts["train"] == counts["translate"] == counts["score"] == 4  # replicate 3 of each model
     assert counts["tables"] == counts["figures"] == counts["report"] == 1
     assert "results/models/rnnsearch-50/replicate3/model.pt" in dry.stdout
-    # a nested key, and a value the stages see: the stage's own check of it names the --config value
-    bad = sh([str(BIN / "snakemake"), "-n", "--cores", "2", "--config", "train.lr=-1"], workspace, check=False)
+    # a section's key, merged into it and checked like params.yaml: the message names the key and the --config
+    bad = sh([str(BIN / "snakemake"), "-n", "--cores", "2", "--config", "train={lr: -1}"], workspace, check=False)
     assert bad.returncode != 0 and "'train.lr'" in bad.stdout + bad.stderr and "--config" in bad.stdout + bad.stderr
+    # the stages read the same merged values: a stage started by hand with the workflow's environment
+    env = {**os.environ, "RNNSEARCH_CONFIG": json.dumps({"replicates": 3})}
+    merged = subprocess.run([str(BIN / "rnnsearch"), "check-params"], cwd=workspace, env=env, capture_output=True,
+                            text=True, check=True).stdout
+    assert yaml.safe_load(merged)["replicates"] == 3
 
 
 def browser() -> str | None:

@@ -3,8 +3,8 @@
 `params.yaml` is the one source of configuration. Overlays (e.g. `workflow/configs/paper.yaml`) are merged
 over it key by key, the way Snakemake merges `--configfile`. The merged config is validated against
 `workflow/schemas/params.schema.yaml` (the same file Snakemake validates with) plus a few cross-key checks.
-`snakemake --config key=value` (or `train.lr=value`) is merged last; the workflow hands it to the stages it starts
-in $RNNSEARCH_CONFIG.
+`snakemake --config key=value` (a section as YAML: `--config 'train={lr: 0.001}'`) is merged last; the workflow
+hands it to the stages it starts in $RNNSEARCH_CONFIG.
 
 Each stage reads only the keys its record in `rnnsearch.stages` declares; the Snakemake rules declare the same
 keys as `params:` (so a change reruns exactly the affected jobs) and `dvc.yaml` lists them under `params:`.
@@ -89,7 +89,7 @@ def load_yaml(path: str | Path) -> dict:
 
 
 def load_params(files: Iterable[str | Path], overrides: dict | None = None) -> dict:
-    """Merge the files in order, then `overrides` (Snakemake's --config, as `nested`), and validate the result."""
+    """Merge the files in order, then `overrides` (Snakemake's --config values), and validate the result."""
     files = list(files)
     config: dict = {}
     for f in files:
@@ -102,18 +102,18 @@ def load_params(files: Iterable[str | Path], overrides: dict | None = None) -> d
     return config
 
 
-def nested(settings: dict) -> dict:
-    """Snakemake's --config KEY=VALUE pairs as an overlay: a dotted key (train.lr=0.001) sets a nested value."""
-    out: dict = {}
-    for key, value in settings.items():
-        *parents, leaf = str(key).split(".")
-        node = out
-        for p in parents:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"--config {key}: '{p}' is given both as a value and as a section")
-        node[leaf] = value
-    return out
+def command_line(settings: dict) -> dict:
+    """Snakemake's --config values with types: Snakemake types a plain value (3, 0.5, true) but reads a section
+    (`train={lr: 0.001}`) with YAML's base loader, every value in it a string; these are read again as YAML."""
+
+    def typed_value(value):
+        if isinstance(value, dict):
+            return {k: typed_value(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [typed_value(v) for v in value]
+        return yaml.safe_load(value) if isinstance(value, str) else value
+
+    return {key: typed_value(value) if isinstance(value, (dict, list)) else value for key, value in settings.items()}
 
 
 def env_overrides() -> dict | None:

@@ -15,8 +15,8 @@ PARAMS_FILES = ["params.yaml"] + [
 try:
     # Merged the way every stage merges them (null removes a key), validated against the JSON schema
     # snakemake.utils.validate would use, with messages that name the key.
-    # --config key=value (or section.key=value) last, as Snakemake would merge it.
-    OVERRIDES = rcfg.nested(workflow.config_settings.config or {})
+    # --config key=value last (a section as YAML, merged key by key: --config 'train={lr: 0.001}').
+    OVERRIDES = rcfg.command_line(workflow.config_settings.config or {})
     merged = rcfg.load_params(PARAMS_FILES, OVERRIDES)
 except rcfg.ConfigError as e:
     raise WorkflowError(str(e)) from None
