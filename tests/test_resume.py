@@ -23,7 +23,7 @@ from rnnsearch.data.text import run_tokenize
 from rnnsearch.data.vocab import run_vocab
 from rnnsearch.model import build_model
 from rnnsearch.textio import EXIT_INTERRUPTED, InputError, atomic_path
-from rnnsearch.training.train import make_optimizer, run_train
+from rnnsearch.training.train import learning_rate, make_optimizer, run_train
 
 from .conftest import REPO
 
@@ -244,3 +244,13 @@ def test_bf16_autocast_trains_on_the_cpu_as_fp32_does(data: Path, tmp_path: Path
     for key in ("train_nll", "dev_nll"):
         assert stats["bf16"][key] == pytest.approx(stats["fp32"][key], rel=0.02), key
     assert stats["bf16"]["train_nll"] != stats["fp32"]["train_nll"]  # the products did run in bf16
+
+
+def test_learning_rate_holds_then_falls_linearly_over_the_last_fraction_of_the_updates():
+    base = cfg.train_config(cfg.load_params([cfg.REPO / "params.yaml"]), "rnnsearch-50")
+    decaying = base.__class__(**{**base.__dict__, "lr": 0.004, "lr_decay": 0.5, "max_updates": 10})
+    assert [learning_rate(decaying, u) for u in range(1, 11)] == pytest.approx(
+        [0.004] * 5 + [0.004 * k / 6 for k in (5, 4, 3, 2, 1)])
+    constant = base.__class__(**{**decaying.__dict__, "lr_decay": 0.0})
+    assert {learning_rate(constant, u) for u in range(1, 11)} == {0.004}
+

@@ -79,8 +79,9 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
 
     jobs = submissions(ws)
     assert finished_rules(ws) - {r for _, r, _ in jobs} == {"all"}  # every rule with a command went to Slurm
-    train = [(job, w) for job, rule, w in jobs if rule == "train"]
-    assert sorted(w for _, w in train) == ["rnnencdec-30", "rnnencdec-50", "rnnsearch-30", "rnnsearch-50"]
+    train = [(job, w) for job, rule, w in jobs if rule == "train"]  # wildcards: <model>_<replicate>
+    assert sorted(w for _, w in train) == ["rnnencdec-30_1", "rnnencdec-50_1", "rnnsearch-30_1", "rnnsearch-50_1"]
+    train = [(job, w.rsplit("_", 1)[0]) for job, w in train]
     for job, model in train:
         record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
         assert "gres:gpu:1" in record or "gres/gpu=1" in record, record  # Slurm's own record of the request

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 from pathlib import Path
 
@@ -51,14 +52,20 @@ def snakemake_jobs(snakefile: str = "Snakefile", replicates: int = 2) -> list:
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
 
-    with contextlib.redirect_stdout(io.StringIO()), SnakemakeApi(OutputSettings(quiet={"all"})) as api:
-        workflow_api = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path(snakefile),
-                                    workdir=Path.cwd(), config_settings=ConfigSettings(config={"replicates": replicates}))
-        workflow_api.dag(dag_settings=DAGSettings(forceall=True))
-        workflow = workflow_api._workflow  # no public API lists jobs; pinned to snakemake 9 in pyproject.toml
-        workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
-        workflow._build_dag()
-        return [job for job in workflow.dag.jobs if job.rule.name != "all"]
+    environment = dict(os.environ)  # the workflow sets the stages' variables (RNNSEARCH_PARAMS, _CONFIG) in it
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+            workflow_api = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path(snakefile),
+                                        workdir=Path.cwd(),
+                                        config_settings=ConfigSettings(config={"replicates": replicates}))
+            workflow_api.dag(dag_settings=DAGSettings(forceall=True))
+            workflow = workflow_api._workflow  # no public API lists jobs; pinned to snakemake 9 in pyproject.toml
+            workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
+            workflow._build_dag()
+            return [job for job in workflow.dag.jobs if job.rule.name != "all"]
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
 
 
 REPLICATE = re.compile(r"/replicate[12](?=[/.\s]|$)")  # a path component of replicate 1 or 2 (the DAG has two)

@@ -13,6 +13,7 @@ class TrainConfig:
 
     optimizer: str
     lr: float
+    lr_decay: float
     rho: float
     eps: float
     batch_size: int

@@ -69,10 +69,11 @@ def table1(groups: dict[str, list[dict]], p: dict | None = None,
     the table as shown (mean ± sd) and its notes."""
     baseline = next(iter(groups))
     welch = all(len(runs) >= 3 for runs in groups.values())
+    several = any(len(runs) > 1 for runs in groups.values())
     rows, display = [], []
     for m, runs in groups.items():
         row, show = {"Model": m, "Replicates": len(runs)}, {"Model": m}
-        if len(groups[baseline]) > 1 or len(runs) > 1:
+        if several:
             show["Replicates"] = len(runs)
         for col, key in BLEU_COLUMNS.items():
             values = [s[key] for s in runs if s[key] is not None]
@@ -96,7 +97,7 @@ def table1(groups: dict[str, list[dict]], p: dict | None = None,
     notes = ["Tokenized BLEU: " + first["tokenized_bleu_definition"] + ".",
              "sacreBLEU: detokenized output against the raw references; signature: " + "; ".join(signatures) + ".",
              "No UNK: sentences without out-of-shortlist words in source and reference, decoded with [UNK] forbidden."]
-    if any(len(runs) > 1 for runs in groups.values()):
+    if several:
         notes.append("Mean ± sample standard deviation over each model's replicates (trainings with seeds seed, "
                      "seed + 1, …; params.yaml's `replicates`); every replicate in table1_replicates.csv.")
     if p:

@@ -88,6 +88,15 @@ def evaluate_nll(model, src: list[list[int]], tgt: list[list[int]], device, batc
     return {"nll_per_sentence": total / len(src), "nll_per_word": total / max(words, 1)}
 
 
+def learning_rate(cfg: TrainConfig, update: int) -> float:
+    """The step size of update `update` (from 1): train.lr, and over the last `lr_decay` of max_updates a linear
+    fall towards 0 (the last update takes lr / (span + 1)); lr_decay 0 keeps lr throughout (the paper)."""
+    span = round(cfg.max_updates * cfg.lr_decay)
+    if span <= 0 or update <= cfg.max_updates - span:
+        return cfg.lr
+    return cfg.lr * max(cfg.max_updates - update + 1, 1) / (span + 1)
+
+
 def make_optimizer(params, optimizer: str, lr: float, rho: float = 0.95, eps: float = 1e-6) -> torch.optim.Optimizer:
     """Adadelta (the paper's, with ρ and ε) or Adam."""
     if optimizer == "adadelta":
@@ -232,6 +241,8 @@ class Training:
         self.optimizer.zero_grad(set_to_none=True)
         (loss * (weight * world.size) / rows).backward()  # one process: loss / rows (× 1.0, exact)
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(self.cfg, self.state.update + 1)
         self.optimizer.step()
         state = self.state
         state.update += 1
