@@ -282,6 +282,8 @@ def test_dvc_exp_run_is_an_ablation_of_one_model(workspace: Path):
 def test_dvc_exp_run_sets_the_number_of_replicates(workspace: Path):
     """`dvc exp run -S replicates=3`: each model's train, translate and score stage runs replicates 1-3, the first
     two resumed from their finished checkpoints (the trainings' folders persist), and Table 1 adds Welch's test."""
+    sh(["git", "add", "-A"], workspace)
+    sh(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--allow-empty", "-qm", "before"], workspace)
     run = sh([str(BIN / "dvc"), "exp", "run", "-S", "replicates=3"], workspace)
     ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
     assert {f"{stage}_{m}" for stage in ("train", "translate", "score") for m in MODELS} | {"tables"} <= ran

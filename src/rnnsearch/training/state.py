@@ -76,6 +76,9 @@ def resume_mismatch(saved: dict, config: dict) -> list[str]:
             continue
         if saved.get(key) != config[key]:
             diffs.append(f"{key}: {saved.get(key)!r} in the checkpoint, {config[key]!r} now")
+    if saved.get("update", 0) > config["train"]["max_updates"]:  # a smaller budget than the training has spent
+        diffs.append(f"train.max_updates: {config['train']['max_updates']} now, the checkpoint is at update "
+                     f"{saved['update']}")
     for section, keys in (("model", sorted(set(saved["model"]) | set(config["model"]))), ("train", RESUME_KEYS)):
         for k in keys:
             a, b = saved[section].get(k, 0.0 if k == "lr_decay" else None), config[section].get(k)  # none before it
