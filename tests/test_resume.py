@@ -23,6 +23,7 @@ from rnnsearch.data.text import run_tokenize
 from rnnsearch.data.vocab import run_vocab
 from rnnsearch.model import build_model
 from rnnsearch.textio import EXIT_INTERRUPTED, InputError, atomic_path
+from rnnsearch.training.state import RESUME_KEYS, resume_mismatch
 from rnnsearch.training.train import learning_rate, make_optimizer, run_train
 
 from .conftest import REPO
@@ -179,6 +180,40 @@ def test_a_finished_training_whose_outputs_were_deleted_completes_without_traini
     assert [(r["start"], r["end"]) for r in stats["runs"]] == [(0, UPDATES)]
     assert "holds a finished training of another configuration (train.lr: 0.003 in the checkpoint, 0.01 now)" in (
         out / "train.log").read_text()
+
+
+def test_a_lowered_max_updates_trains_again_to_the_new_budget(data: Path, reference: Path, tmp_path: Path, caplog):
+    """An ablation that lowers max_updates below a finished training's (`dvc exp run -S
+    models.<m>.max_updates=20`, its folder kept by DVC) gets a model of 20 updates, not the old one; the finished
+    training is moved aside, not deleted."""
+    out = tmp_path / "out"
+    shutil.copytree(reference.parent, out)
+    params = yaml.safe_load((data / "params.yaml").read_text())
+    params["models"]["rnnsearch-50"]["max_updates"] = 20
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    with caplog.at_level("WARNING", logger="rnnsearch.train"):
+        stats = _train_in_process(tmp_path, out, data=data)
+    assert stats["updates"] == 20 and [(r["start"], r["end"]) for r in stats["runs"]] == [(0, 20)]
+    assert f"train.max_updates: 20 now, the checkpoint is at update {UPDATES}" in caplog.text
+    (aside,) = out.glob("replaced-*")
+    assert (aside / "model.pt").read_bytes() == reference.read_bytes()
+
+
+def test_max_updates_forbids_resuming_only_where_the_step_sizes_depend_on_it():
+    """With lr_decay, max_updates sets the step size of every update past the start of the fall: a checkpoint
+    resumes under another max_updates only while both schedules still hold the full lr."""
+    def config(max_updates: int, lr_decay: float) -> dict:
+        train = {k: 1 for k in RESUME_KEYS} | {"max_updates": max_updates, "lr_decay": lr_decay}
+        return {"seed": 1, "src_vocab": 9, "tgt_vocab": 9, "model": {"n": 4}, "train": train}
+
+    assert resume_mismatch(config(100, 0.5), config(200, 0.5), 50) == []  # full lr up to update 50 in both
+    assert resume_mismatch(config(100, 0.5), config(200, 0.5), 51) == [
+        "train.max_updates: 100 in the checkpoint, 200 now, and the step sizes of its 51 updates depend on it "
+        "(train.lr_decay)"]
+    assert resume_mismatch(config(200, 0.5), config(100, 0.5), 60) != []  # the new schedule falls from 51
+    assert resume_mismatch(config(100, 0.0), config(300, 0.0), 100) == []  # the paper: extend a training
+    assert resume_mismatch(config(300, 0.0), config(100, 0.0), 150) == [
+        "train.max_updates: 100 now, the checkpoint is at update 150"]
 
 
 def test_patience_stops_training_early(data: Path, tmp_path: Path):

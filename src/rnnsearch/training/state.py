@@ -13,6 +13,7 @@ Files in the output folder: `checkpoint.pt` (the last state), `checkpoint-<updat
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import time
@@ -68,17 +69,28 @@ class TrainState:
         return sum(last) / len(last) if last else float("nan")
 
 
-def resume_mismatch(saved: dict, config: dict) -> list[str]:
-    """The differences between a checkpoint's config and this run's that forbid resuming it."""
+def _full_lr_until(train: dict) -> float:
+    """The last update taken at the full train.lr: where train.lr_decay begins to lower it (never when 0)."""
+    span = round(train["max_updates"] * train.get("lr_decay", 0.0))
+    return train["max_updates"] - span if span > 0 else math.inf
+
+
+def resume_mismatch(saved: dict, config: dict, update: int) -> list[str]:
+    """The differences between a checkpoint's config (`saved`, at update `update`) and this run's that forbid
+    resuming it. train.max_updates is one when the checkpoint is past it, or when the step sizes of the updates
+    it has made depend on it (train.lr_decay, once either schedule has begun to fall)."""
     diffs = []
+    before, now = saved["train"]["max_updates"], config["train"]["max_updates"]
+    if update > now:
+        diffs.append(f"train.max_updates: {now} now, the checkpoint is at update {update}")
+    elif before != now and update > min(_full_lr_until(saved["train"]), _full_lr_until(config["train"])):
+        diffs.append(f"train.max_updates: {before} in the checkpoint, {now} now, and the step sizes of its "
+                     f"{update} updates depend on it (train.lr_decay)")
     for key in ("seed", "src_vocab", "tgt_vocab", "global_batch"):
         if key == "global_batch" and key not in saved:  # written before data-parallel training: batch_size
             continue
         if saved.get(key) != config[key]:
             diffs.append(f"{key}: {saved.get(key)!r} in the checkpoint, {config[key]!r} now")
-    if saved.get("update", 0) > config["train"]["max_updates"]:  # a smaller budget than the training has spent
-        diffs.append(f"train.max_updates: {config['train']['max_updates']} now, the checkpoint is at update "
-                     f"{saved['update']}")
     for section, keys in (("model", sorted(set(saved["model"]) | set(config["model"]))), ("train", RESUME_KEYS)):
         for k in keys:
             a, b = saved[section].get(k, 0.0 if k == "lr_decay" else None), config[section].get(k)  # none before it
@@ -100,7 +112,7 @@ def start_or_resume(out: Path, config: dict, model, optimizer, batches, device, 
     state = aside = None
     if path.exists():
         saved, path = _readable_checkpoint(out, device)
-        diffs = resume_mismatch(saved["config"], config)
+        diffs = resume_mismatch(saved["config"], config, saved["update"])
         if not diffs:
             state = _restore(saved, path, model, optimizer, batches, device, vocabs)
         elif not saved.get("progress", {}).get("finished"):
