@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 
@@ -31,6 +32,13 @@ class TrainConfig:
     device: str
     precision: str
     threads: int
+
+
+def last_full_lr_update(max_updates: int, lr_decay: float) -> float:
+    """The last update taken at the full train.lr: train.lr_decay lowers it over the last round(max_updates ×
+    lr_decay) updates; with none of them (lr_decay 0, the paper's) every update is (math.inf)."""
+    span = round(max_updates * lr_decay)
+    return max_updates - span if span > 0 else math.inf
 
 
 @dataclass(frozen=True)

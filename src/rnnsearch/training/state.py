@@ -13,7 +13,6 @@ Files in the output folder: `checkpoint.pt` (the last state), `checkpoint-<updat
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shutil
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 
 from rnnsearch.checkpoint import check_vocabs, load_checkpoint
+from rnnsearch.settings import last_full_lr_update
 from rnnsearch.textio import InputError
 
 log = logging.getLogger("rnnsearch.train")
@@ -69,12 +69,6 @@ class TrainState:
         return sum(last) / len(last) if last else float("nan")
 
 
-def _full_lr_until(train: dict) -> float:
-    """The last update taken at the full train.lr: where train.lr_decay begins to lower it (never when 0)."""
-    span = round(train["max_updates"] * train.get("lr_decay", 0.0))
-    return train["max_updates"] - span if span > 0 else math.inf
-
-
 def resume_mismatch(saved: dict, config: dict, update: int) -> list[str]:
     """The differences between a checkpoint's config (`saved`, at update `update`) and this run's that forbid
     resuming it. train.max_updates is one when the checkpoint is past it, or when the step sizes of the updates
@@ -83,7 +77,8 @@ def resume_mismatch(saved: dict, config: dict, update: int) -> list[str]:
     before, now = saved["train"]["max_updates"], config["train"]["max_updates"]
     if update > now:
         diffs.append(f"train.max_updates: {now} now, the checkpoint is at update {update}")
-    elif before != now and update > min(_full_lr_until(saved["train"]), _full_lr_until(config["train"])):
+    elif before != now and update > min(last_full_lr_update(before, saved["train"].get("lr_decay", 0.0)),
+                                         last_full_lr_update(now, config["train"]["lr_decay"])):
         diffs.append(f"train.max_updates: {before} in the checkpoint, {now} now, and the step sizes of its "
                      f"{update} updates depend on it (train.lr_decay)")
     for key in ("seed", "src_vocab", "tgt_vocab", "global_batch"):

@@ -29,7 +29,7 @@ from rnnsearch.data.vocab import PAD_ID, Vocab
 from rnnsearch.distributed import World, detect, process_device, process_group
 from rnnsearch.model import build_model
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
-from rnnsearch.settings import TrainConfig
+from rnnsearch.settings import TrainConfig, last_full_lr_update
 from rnnsearch.textio import (
     InputError,
     Interrupted,
@@ -91,10 +91,10 @@ def evaluate_nll(model, src: list[list[int]], tgt: list[list[int]], device, batc
 def learning_rate(cfg: TrainConfig, update: int) -> float:
     """The step size of update `update` (from 1): train.lr, and over the last `lr_decay` of max_updates a linear
     fall towards 0 (the last update takes lr / (span + 1)); lr_decay 0 keeps lr throughout (the paper)."""
-    span = round(cfg.max_updates * cfg.lr_decay)
-    if span <= 0 or update <= cfg.max_updates - span:
+    last_full = last_full_lr_update(cfg.max_updates, cfg.lr_decay)
+    if update <= last_full:
         return cfg.lr
-    return cfg.lr * max(cfg.max_updates - update + 1, 1) / (span + 1)
+    return cfg.lr * max(cfg.max_updates - update + 1, 1) / (cfg.max_updates - last_full + 1)
 
 
 def make_optimizer(params, optimizer: str, lr: float, rho: float = 0.95, eps: float = 1e-6) -> torch.optim.Optimizer:
