@@ -178,7 +178,7 @@ def test_a_finished_training_whose_outputs_were_deleted_completes_without_traini
     subprocess.run(cmd, check=True, capture_output=True)
     stats = json.loads((out / "train_stats.json").read_text())
     assert [(r["start"], r["end"]) for r in stats["runs"]] == [(0, UPDATES)]
-    assert "holds a finished training of another configuration (train.lr: 0.003 in the checkpoint, 0.01 now)" in (
+    assert "holds a finished training of another configuration (train.lr: 0.004 in the checkpoint, 0.01 now)" in (
         out / "train.log").read_text()
 
 
