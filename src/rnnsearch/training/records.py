@@ -42,7 +42,7 @@ def live(path: Path, resume: bool = False):
 
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
-        return torch.cuda.getdevice_name(device)
+        return torch.cuda.get_device_name(device)
     return f"CPU ({platform.processor() or platform.machine()})"
 
 
