@@ -51,6 +51,12 @@ def snakemake(ws: Path, *args: str, timeout: int = 900) -> subprocess.CompletedP
     return p
 
 
+def prepare_data_here(ws: Path, target: str) -> None:
+    """Everything `target` needs but its training, run here rather than through Slurm (the pipeline test sends the
+    data jobs to Slurm; each costs about half a minute there, mostly waiting for the next status check)."""
+    snakemake(ws, "--cores", "2", "--omit-from", "train", target)
+
+
 def submissions(ws: Path) -> list[tuple[str, str, str]]:
     """(Slurm job id, rule, wildcards) of every job Snakemake submitted, from its own logs."""
     text = "".join(p.read_text() for p in sorted((ws / ".snakemake" / "log").glob("*.snakemake.log")))
@@ -105,6 +111,7 @@ def test_a_training_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_fact
         "cluster": {"train": {"gpu": 1, "runtime": 1, "attempts": 6}},
         "models": {"rnnsearch-50": {"max_updates": updates}},
         "train": {"checkpoint_every": 50, "log_every": 500, "validate_every": 2000}})
+    prepare_data_here(ws, "results/models/rnnsearch-50/replicate1/model.pt")
     snakemake(ws, *SLURM, "results/models/rnnsearch-50/replicate1/model.pt")
 
     stats = json.loads((ws / "results/models/rnnsearch-50/replicate1/train_stats.json").read_text())
@@ -133,6 +140,7 @@ def test_a_training_of_two_processes_runs_as_two_slurm_tasks(tmp_path_factory):
     """train.processes: 2 makes the training one Slurm job of two tasks, started by srun, training data-parallel
     (gloo: the node's two CPUs)."""
     ws = repo_copy(tmp_path_factory.mktemp("tasks"), {"train": {"processes": 2}})
+    prepare_data_here(ws, "results/models/rnnsearch-50/replicate1/model.pt")
     snakemake(ws, *SLURM, "results/models/rnnsearch-50/replicate1/model.pt")
     [job] = [job for job, rule, _ in submissions(ws) if rule == "train"]
     record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
