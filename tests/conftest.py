@@ -17,6 +17,21 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("RNNSEARCH_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` skip with the reason where PyTorch sees no GPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU; torch {torch.__version__} sees none")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]  # parametrize a test over both
+
+
 @pytest.fixture(autouse=True)
 def torch_threads():
     """Benchmarks and stages set torch's thread count for the process; give every test the count it started with

@@ -60,6 +60,29 @@ def test_training_benchmark_reports_flops_and_utilisation_against_a_gemm_measure
     assert r["train_gflop_per_update"] == round(4 * train_flops(cfg, 8003, 7, 7) / 1e9, 3)
 
 
+def test_training_benchmark_in_bf16_runs_its_products_and_its_gemm_in_bf16(tmp_path, monkeypatch):
+    from rnnsearch.bench import speed
+
+    dtypes = []
+    real = speed.gemm_peak_gflops
+    monkeypatch.setattr(speed, "gemm_peak_gflops", lambda *a, **k: dtypes.append(k["precision"]) or real(
+        *a, **{**k, "seconds": 0.2}))
+    r = speed.run_bench_train("rnnencdec", "bench", 2, 4, 1, 1, "cpu", 1, str(tmp_path / "b.json"), precision="bf16")
+    assert r["precision"] == "bf16" and dtypes == ["bf16", "bf16"] and 0 < r["utilisation"]
+    with pytest.raises(ValueError, match="tf32 is a CUDA setting"):
+        speed.run_bench_train("rnnencdec", "bench", 2, 4, 1, 1, "cpu", 1, str(tmp_path / "t.json"), precision="tf32")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
+def test_training_benchmark_on_cuda_measures_the_gpus_gemm_rate(tmp_path, precision):
+    from rnnsearch.bench.speed import run_bench_train
+
+    r = run_bench_train("rnnsearch", "bench", 8, 10, 2, 1, "cuda", 1, str(tmp_path / "g.json"), precision=precision)
+    assert r["device"].startswith("cuda") and r["peak_cuda_mb"] > 0 and r["gpu"]
+    assert r["gemm_peak_gflops"] > 1000 and 0 < r["utilisation"] < 1.5  # a GPU's GEMM: well past a TFLOP/s
+
+
 def test_length_scaling_benchmark_writes_points_fit_and_figure(tmp_path):
     from rnnsearch.bench.speed import run_bench_scaling
 

@@ -1,7 +1,7 @@
 """The training paths with a hand-written backward pass (model/fused.py: the decoder recurrences and the encoder
 GRU) against the plain autograd paths (nn.GRU's packed sequence for the encoder): the same log-probabilities
-(to 1e-5) and the same gradients, in float32 at sizes where rounding shows, and the hand-written backward
-passes against finite differences in float64."""
+(to 1e-5) and the same gradients, in float32 at sizes where rounding shows, on the CPU and (marked `cuda`) on a
+GPU, and the hand-written backward passes against finite differences in float64."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from rnnsearch.model.fused import (
 )
 from rnnsearch.training.train import batch_nll
 
+from .conftest import DEVICES
+
 SIZES = {"m": 24, "n": 32, "n_align": 20, "l": 16}
 FUSED = {  # every configuration a fused path covers
     "rnnsearch": ("rnnsearch", {}),
@@ -31,7 +33,8 @@ FUSED = {  # every configuration a fused path covers
 }
 
 
-def model_and_batch(arch, overrides, seed=0, dtype=torch.float32):
+def model_and_batch(arch, overrides, seed=0, dtype=torch.float32, device="cpu"):
+    """The same model and batch on every device: drawn on the CPU, then moved."""
     torch.manual_seed(seed)
     model = build_model({"arch": arch, **SIZES, **overrides}, 41, 37).to(dtype).train()
     with torch.no_grad():  # App. B.1 starts v_a at 0 (uniform attention): move every weight off its init
@@ -41,7 +44,7 @@ def model_and_batch(arch, overrides, seed=0, dtype=torch.float32):
     lengths = (12, 1, 7, 12, 3)  # padding on both sides, a one-word sentence
     src = [torch.randint(3, 41, (n,), generator=g).tolist() + [EOS_ID] for n in lengths]
     tgt = [torch.randint(3, 37, (n,), generator=g).tolist() + [EOS_ID] for n in (9, 4, 13, 1, 6)]
-    return model, make_batch(src, tgt, list(range(len(src))))
+    return model.to(device), make_batch(src, tgt, list(range(len(src)))).to(device)
 
 
 def run(model, batch, fused: bool, bf16: bool = False):
@@ -50,16 +53,17 @@ def run(model, batch, fused: bool, bf16: bool = False):
     model.encoder.fused = fused and model.cfg["cell"] == "gru"
     model.decoder.fused = fused
     model.zero_grad()
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    with torch.autocast(batch.x.device.type, dtype=torch.bfloat16, enabled=bf16):
         logp = torch.log_softmax(model(batch.x, batch.lengths, batch.y_in).float(), -1)
         loss = torch.nn.functional.nll_loss(logp.flatten(0, 1), batch.y_out.flatten(), ignore_index=0, reduction="sum")
     loss.backward()
     return logp.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(FUSED))
-def test_fused_path_gives_the_plain_paths_log_probabilities_and_gradients(name):
-    model, batch = model_and_batch(*FUSED[name])
+def test_fused_path_gives_the_plain_paths_log_probabilities_and_gradients(name, device):
+    model, batch = model_and_batch(*FUSED[name], device=device)
     assert model.decoder.fused and model.encoder.fused  # these configurations train on the fused path
     logp_fused, grads_fused = run(model, batch, True)
     logp_plain, grads_plain = run(model, batch, False)
@@ -191,12 +195,13 @@ class ProductDtypes(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(FUSED))
-def test_fused_path_under_bf16_autocast(name):
+def test_fused_path_under_bf16_autocast(name, device):
     """train.precision: bf16. The fused paths run their matrix products in bf16 and keep states, gates and sums in
     float32: every 2-D product of the update (theirs and the layers' around them) is bf16, the gradients are
     float32, and log-probabilities and gradients stay as near the float32 ones as the plain autograd path's do."""
-    model, batch = model_and_batch(*FUSED[name])
+    model, batch = model_and_batch(*FUSED[name], device=device)
     logp32, grads32 = run(model, batch, True)
     with ProductDtypes() as products:
         logp_fused, grads_fused = run(model, batch, True, bf16=True)

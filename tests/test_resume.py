@@ -46,8 +46,9 @@ def data(tmp_path_factory) -> Path:
     return d
 
 
-def train_cmd(d: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "rnnsearch.cli", "train", "--params", str(d / "params.yaml"), "--model", "rnnsearch-50",
+def train_cmd(d: Path, out: Path, params: Path | None = None) -> list[str]:
+    params = params or d / "params.yaml"
+    return [sys.executable, "-m", "rnnsearch.cli", "train", "--params", str(params), "--model", "rnnsearch-50",
             "--src-train", str(d / "train.en"), "--tgt-train", str(d / "train.fr"), "--src-dev", str(d / "dev.en"),
             "--tgt-dev", str(d / "dev.fr"), "--src-vocab", str(d / "vocab.en.tsv"),
             "--tgt-vocab", str(d / "vocab.fr.tsv"), "--out-dir", str(out), "--log", str(out / "train.log")]
@@ -64,9 +65,9 @@ def reference(data: Path) -> Path:
     return out / "model.pt"
 
 
-def interrupt(data: Path, out: Path, sig: int) -> int:
+def interrupt(data: Path, out: Path, sig: int, params: Path | None = None) -> int:
     """Start a training, wait for its first checkpoint, send `sig`, return the exit status."""
-    proc = subprocess.Popen(train_cmd(data, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(train_cmd(data, out, params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while not (out / "checkpoint.pt").exists():
         assert proc.poll() is None and time.time() < deadline, "training ended before its first checkpoint"
@@ -93,6 +94,27 @@ def test_interrupted_training_resumes_to_the_same_parameters(data: Path, referen
     assert all(torch.equal(final[k], ref[k]) for k in ref), "resumed run differs from the uninterrupted one"
     assert (out / "validation.tsv").read_text() == (reference.parent / "validation.tsv").read_text()  # same selection
     assert sorted(p.name for p in out.glob("*.pt")) == sorted(p.name for p in reference.parent.glob("*.pt"))
+
+
+@pytest.mark.cuda
+def test_a_training_interrupted_on_cuda_resumes_to_the_uninterrupted_parameters(data: Path, tmp_path: Path):
+    """SIGTERM on the GPU and a resumed run there against an uninterrupted GPU run: the same parameters, bit for
+    bit, where every operation of the update is deterministic on CUDA; the message gives the largest difference
+    otherwise."""
+    params = yaml.safe_load((data / "params.yaml").read_text())
+    params["train"]["device"] = "cuda"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    ref, out = tmp_path / "uninterrupted", tmp_path / "killed"
+    subprocess.run(train_cmd(data, ref, tmp_path / "params.yaml"), check=True, capture_output=True)
+    assert interrupt(data, out, signal.SIGTERM, tmp_path / "params.yaml") == EXIT_INTERRUPTED
+    stopped_at = torch.load(out / "checkpoint.pt", weights_only=True)["update"]
+    subprocess.run(train_cmd(data, out, tmp_path / "params.yaml"), check=True, capture_output=True)
+    assert f"resuming from {out / 'checkpoint.pt'} at update {stopped_at}" in (out / "train.log").read_text()
+    stats = json.loads((out / "train_stats.json").read_text())
+    assert stats["updates"] == UPDATES and stats["device"] == torch.cuda.get_device_name()
+    final, want = weights(out / "model.pt"), weights(ref / "model.pt")
+    differences = {k: (final[k].float() - want[k].float()).abs().max().item() for k in want}
+    assert max(differences.values()) == 0, f"resumed run differs from the uninterrupted one: {differences}"
 
 
 def _train_in_process(params_dir: Path, out: Path, data: Path | None = None):

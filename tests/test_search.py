@@ -146,3 +146,20 @@ def test_prepacked_decoder_weights_give_the_same_translations(arch, beam, monkey
     for hp, hq in zip(packed, plain):
         assert hp.score == pytest.approx(hq.score, abs=1e-6)
         assert torch.allclose(hp.alpha, hq.alpha, atol=1e-6)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec", "luong"])
+@pytest.mark.parametrize("beam", [1, 5])
+def test_search_on_cuda_gives_the_cpus_translations(arch, beam):
+    """The same model on the GPU: the same words, scores and attention as on the CPU, to float32 rounding (its
+    products sum in another order; a tie between two hypotheses within that rounding would be the only excuse)."""
+    src, _, _ = inputs(6, lengths=(3, 9, 1, 6, 4, 7, 12))
+    opts = dict(beam=beam, batch_size=4, max_len_a=1.5, max_len_b=3)
+    cpu = translate_ids(tiny(arch, seed=7), src, **opts)
+    gpu = translate_ids(tiny(arch, seed=7).cuda(), src, device="cuda", **opts)
+    assert [h.tokens for h in gpu] == [h.tokens for h in cpu]
+    for g, c in zip(gpu, cpu):
+        assert g.score == pytest.approx(c.score, abs=1e-4)
+        if c.alpha is not None:
+            assert torch.allclose(torch.as_tensor(g.alpha).cpu(), torch.as_tensor(c.alpha), atol=1e-4)

@@ -23,8 +23,13 @@ def rnnsearch(*args: str) -> None:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """Runs stages 1-9 in order into one folder and returns it."""
-    d = tmp_path_factory.mktemp("stages")
+    """Stages 1-9 in order in one folder (on the CPU unless this machine has a GPU: `device: auto`)."""
+    return run_stages(tmp_path_factory.mktemp("stages"), PARAMS)
+
+
+def run_stages(d: Path, params: list[str]) -> Path:
+    """Runs stages 1-9 in order into `d` with the config files in `params` and returns `d`."""
+    PARAMS = params  # noqa: N806 (the module's name for the tiny config, read below)
     rnnsearch("corpus", *PARAMS, "--out-dir", d / "raw")
     for split in ("train", "dev", "test"):
         for lang in ("en", "fr"):
@@ -62,6 +67,24 @@ def run(tmp_path_factory):
               "--hyps", *[f"{m}={d / f'tr/{m}/test.hyp'}" for m in models], "--aer", d / "scores/aer.json",
               "--out", d / "report.md")
     return d
+
+
+@pytest.mark.cuda
+def test_every_stage_runs_on_cuda(tmp_path: Path):
+    """The tiny pipeline with `device: cuda` for training, decoding and AER: each model trained on the GPU (its
+    name in the training's record), every test sentence translated and scored, AER measured, the report written."""
+    import torch
+
+    cuda = tmp_path / "cuda.yaml"
+    cuda.write_text("train: {device: cuda}\ndecode: {device: cuda}\n")
+    d = run_stages(tmp_path / "run", [*PARAMS, "--params", str(cuda)])
+    for m in ("rnnencdec-30", "rnnsearch-50"):
+        stats = json.loads((d / f"models/{m}/train_stats.json").read_text())
+        assert stats["device"] == torch.cuda.get_device_name(), stats["device"]
+        assert len(read_lines(d / f"tr/{m}/test.hyp")) == 80
+        assert sum(b["sentences"] for b in json.loads((d / f"scores/{m}.json").read_text())["by_length"]) == 80
+    aer = json.loads((d / "scores/aer.json").read_text())["argmax"]["aer"]
+    assert 0 <= aer <= 1 and f"{aer:.3f}" in (d / "report.md").read_text()
 
 
 def test_corpus_and_tokenize(run: Path):

@@ -283,8 +283,11 @@ STAGES: tuple[Stage, ...] = (
           keys=("decode",), runs_model=True),
     Stage("bench-train", "benchmark: training speed, utilisation and peak memory of one model size on random "
           "batches", "rnnsearch.bench.speed:run_bench_train",
-          lambda f, a, p: f(a.arch, a.size, a.batch, a.length, a.steps, a.threads, a.device, a.seed, a.out),
+          lambda f, a, p: f(a.arch, a.size, a.batch, a.length, a.steps, a.threads, a.device, a.seed, a.out,
+                            precision=a.precision),
           (*_BENCH_MODEL, arg("--arch", default="rnnsearch", choices=_ARCHS),
+           arg("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
+               help="tf32: float32 products on a GPU's TF32 tensor cores; bf16: autocast, as train.precision"),
            arg("--length", type=int, default=50, help="words per sentence, each side (</s> added)")),
           params=False, runs_model=True),
     Stage("bench-ddp", "benchmark: data-parallel training, 1 process against N under torchrun (gloo, this "

@@ -60,41 +60,51 @@ TRAIN_SIZES = {
 }
 
 
-def gemm_peak_gflops(threads: int, seconds: float = 2.0, size: int = 2048) -> float:
-    """Best fp32 GEMM GFLOP/s of torch.matmul on size³ with `threads` threads, over `seconds` of rounds of at least
-    0.1 s each (the method of the peer benchmark's gemm_peak.py): the denominator of utilisation."""
+PRECISIONS = ("fp32", "tf32", "bf16")  # of the training benchmark: fp32, fp32 with TF32 products (CUDA), bf16 autocast
+
+
+def gemm_peak_gflops(threads: int, seconds: float = 2.0, size: int = 2048, device: str = "cpu",
+                     precision: str = "fp32") -> float:
+    """Best GEMM GFLOP/s of torch.matmul on size³ with `threads` threads (on the CPU), over `seconds` of rounds of
+    at least 0.1 s each (the method of the peer benchmark's gemm_peak.py): the denominator of utilisation. The
+    operands are float32 (`fp32`, and `tf32` with TF32 products allowed) or bfloat16 (`bf16`)."""
     torch.set_num_threads(threads)
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    out = torch.empty(size, size)
-    torch.matmul(a, b, out=out)  # warm-up
-    reps = 1
-    while True:
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    out = torch.empty(size, size, device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def seconds_of(reps: int) -> float:
+        sync()
         start = time.perf_counter()
         for _ in range(reps):
             torch.matmul(a, b, out=out)
-        if time.perf_counter() - start > 0.1:
-            break
+        sync()
+        return time.perf_counter() - start
+
+    seconds_of(1)  # warm-up
+    reps = 1
+    while seconds_of(reps) <= 0.1:
         reps *= 2
     best, end, rounds = 0.0, time.perf_counter() + seconds, 0
     while time.perf_counter() < end or rounds < 5:
-        start = time.perf_counter()
-        for _ in range(reps):
-            torch.matmul(a, b, out=out)
-        best = max(best, 2.0 * size**3 * reps / (time.perf_counter() - start) / 1e9)
+        best = max(best, 2.0 * size**3 * reps / seconds_of(reps) / 1e9)
         rounds += 1
     return round(best, 1)
 
 
 def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, threads: int, device_name: str,
-                    seed: int, out: str, gemm: bool = True) -> dict:
+                    seed: int, out: str, gemm: bool = True, precision: str = "fp32") -> dict:
     """Training speed and memory of one model for batches of `batch` sentence pairs of `length` words each side.
 
     Random word ids (uniform over the shortlist; speed does not depend on the words), two untimed warm-up
     updates (the allocator grows and the optimizer creates its state in the first two), then `steps` timed
     updates: forward, backward, clipping, Adadelta step. Words/s counts source and target words (</s> included).
     Utilisation: the closed-form training FLOPs (rnnsearch.bench.flops, no padding here) per second, divided by the best
-    2048³ fp32 GEMM rate measured in the same process just before and just after. Run one configuration per
-    process: peak RSS is the process's.
+    2048³ GEMM rate at the same precision measured in the same process just before and just after. `precision`:
+    fp32; tf32 (CUDA: float32 products on TF32 tensor cores); bf16 (the forward pass under bf16 autocast, the
+    backward outside it, as `train.precision: bf16` trains). Run one configuration per process: peak RSS is the
+    process's.
     """
     from rnnsearch.bench.flops import train_flops
     from rnnsearch.data.batching import make_batch
@@ -106,6 +116,9 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     device = resolve_device(device_name)
+    if precision == "tf32" and device.type != "cuda":
+        raise ValueError("precision tf32 is a CUDA setting (TF32 tensor cores); the CPU has fp32 and bf16")
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
     sizes = TRAIN_SIZES[size]
     K = sizes["vocab"] + 3  # the shortlist plus <pad>, </s>, [UNK]
     model = build_model({"arch": arch, **sizes}, K, K).to(device).train()
@@ -113,14 +126,15 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     g = torch.Generator().manual_seed(seed)
     sents = [torch.randint(3, K, (length,), generator=g).tolist() + [1] for _ in range(2 * batch)]
     b = make_batch(sents[:batch], sents[batch:], list(range(batch))).to(device)
-    gemm_before = gemm_peak_gflops(threads) if device.type == "cpu" and gemm else None
+    gemm_before = gemm_peak_gflops(threads, device=device.type, precision=precision) if gemm else None
     warmup = 2
-    times = _timed_updates(model, optimizer, b, warmup, steps, f"{arch} {size}")
+    times = _timed_updates(model, optimizer, b, warmup, steps, f"{arch} {size} {precision}", precision == "bf16")
     seconds = sum(times) / len(times)
     words = b.source_words + b.target_words
     flops = batch * train_flops(model.cfg, K, length + 1, length + 1)
-    gemm = max(gemm_before, gemm_peak_gflops(threads)) if gemm_before else None
-    result = {"benchmark": "train", "arch": arch, "size": size, "sizes": sizes, "parameters": model.num_parameters(),
+    gemm = max(gemm_before, gemm_peak_gflops(threads, device=device.type, precision=precision)) if gemm_before else None
+    result = {"benchmark": "train", "arch": arch, "size": size, "precision": precision, "sizes": sizes,
+              "parameters": model.num_parameters(),
               "batch": batch, "length": length, "warmup_updates": warmup, "timed_updates": steps, "seconds_per_update": round(seconds, 3),
               "words_per_s": round(words / seconds, 1), "sentences_per_s": round(batch / seconds, 2),
               "target_words_per_s": round(b.target_words / seconds, 1),
@@ -129,7 +143,8 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
               "utilisation": round(flops / seconds / 1e9 / gemm, 4) if gemm else None,
               "peak_rss_mb": peak_rss_mb(), "device": str(device), "machine": machine()}
     if device.type == "cuda":
-        result["peak_cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+        result.update(peak_cuda_mb=round(torch.cuda.max_memory_allocated() / 2**20, 1),
+                      gpu=torch.cuda.get_device_name(device), cuda=torch.version.cuda)
     log.info("%s %s: %s parameters, %.2f s/update, %.0f words/s, %.1f GFLOP/s (GEMM peak %s, utilisation %s), "
              "peak RSS %.0f MB", arch, size, f"{result['parameters']:,}", seconds, result["words_per_s"],
              result["gflops_per_s"], gemm, result["utilisation"], result["peak_rss_mb"])
@@ -137,9 +152,9 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     return result
 
 
-def _timed_updates(model, optimizer, b, warmup: int, steps: int, what: str) -> list[float]:
+def _timed_updates(model, optimizer, b, warmup: int, steps: int, what: str, bf16: bool = False) -> list[float]:
     """Seconds of each of `steps` updates on batch `b` after `warmup` untimed ones (App. B.2's update: forward,
-    backward, clipping at 1, optimizer step)."""
+    backward, clipping at 1, optimizer step); with `bf16`, the forward pass under bf16 autocast."""
     from rnnsearch.training.train import batch_nll
 
     cuda = b.x.device.type == "cuda"
@@ -148,7 +163,8 @@ def _timed_updates(model, optimizer, b, warmup: int, steps: int, what: str) -> l
         if cuda:
             torch.cuda.synchronize()
         start = time.perf_counter()
-        loss = batch_nll(model, b)
+        with torch.autocast(b.x.device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = batch_nll(model, b)
         optimizer.zero_grad(set_to_none=True)
         (loss / b.x.size(0)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
