@@ -7,7 +7,7 @@
 #    interrupted by SIGTERM and resumed, beam search against the CPU's, the tiny pipeline with device: cuda);
 # 2. the paper-size training benchmark (App. A: 620/1000/1000/500, K = 30,000; batches of 80 pairs of 50 words)
 #    of RNNsearch and RNNencdec in fp32, tf32 and bf16, each in its own process, utilisation against the GEMM
-#    rate measured in that process;
+#    rate measured in that process; and RNNsearch in bf16 at 320 pairs per batch;
 # 3. one table of it all on stdout.
 #
 # The code runs from src/ (nothing is installed into the machine's Python). Wheels in .whl/, the packages that
@@ -36,6 +36,10 @@ for arch in rnnsearch rnnencdec; do
             >> "$out/bench.log" 2>&1 || { echo "bench-train $arch $precision failed: $out/bench.log"; status=1; }
     done
 done
+# a token budget of 2014's memory limit against one of today's: 320 pairs of 50 words, bf16
+python3 -m rnnsearch.cli bench-train --arch rnnsearch --size paper --batch 320 --length 50 --steps 10 --threads 4 \
+    --device cuda --precision bf16 --out "$out/train_rnnsearch_bf16_b320.json" >> "$out/bench.log" 2>&1 \
+    || { echo "bench-train rnnsearch bf16 batch 320 failed: $out/bench.log"; status=1; }
 
 python3 - "$out" <<'EOF'
 import json
@@ -46,11 +50,11 @@ out = Path(sys.argv[1])
 print(f"\n{(out / 'device.txt').read_text().strip()}")
 tests = [line for line in (out / "pytest.log").read_text().splitlines() if " passed" in line or " failed" in line]
 print(f"pytest -m cuda: {tests[-1].strip('= ') if tests else 'no summary (see pytest.log)'}\n")
-print("| model | precision | pairs/s | target words/s | s/update | GFLOP/s | GEMM GFLOP/s | utilisation | peak MB |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| model | precision | batch | pairs/s | target words/s | s/update | GFLOP/s | GEMM GFLOP/s | utilisation | peak MB |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for p in sorted(out.glob("train_*.json")):
     r = json.loads(p.read_text())
-    print(f"| {r['arch']} | {r['precision']} | {r['sentences_per_s']:,.0f} | {r['target_words_per_s']:,.0f} | "
+    print(f"| {r['arch']} | {r['precision']} | {r['batch']} | {r['sentences_per_s']:,.0f} | {r['target_words_per_s']:,.0f} | "
           f"{r['seconds_per_update']} | {r['gflops_per_s']:,.0f} | {r['gemm_peak_gflops']:,.0f} | "
           f"{r['utilisation']:.1%} | {r['peak_cuda_mb']:,.0f} |")
 EOF
