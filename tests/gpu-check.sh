@@ -7,7 +7,8 @@
 #    interrupted by SIGTERM and resumed, beam search against the CPU's, the tiny pipeline with device: cuda);
 # 2. the paper-size training benchmark (App. A: 620/1000/1000/500, K = 30,000; batches of 80 pairs of 50 words)
 #    of RNNsearch and RNNencdec in fp32, tf32 and bf16, each in its own process, utilisation against the GEMM
-#    rate measured in that process; and RNNsearch in bf16 at 320 pairs per batch;
+#    rate measured in that process; RNNsearch's update profiled (bench-profile) in tf32 and bf16; and RNNsearch
+#    in bf16 at 320 pairs per batch;
 # 3. one table of it all on stdout.
 #
 # The code runs from src/ (nothing is installed into the machine's Python). Wheels in .whl/, the packages that
@@ -36,6 +37,12 @@ for arch in rnnsearch rnnencdec; do
             >> "$out/bench.log" 2>&1 || { echo "bench-train $arch $precision failed: $out/bench.log"; status=1; }
     done
 done
+# where a paper-size update's time goes: kernels, busy and GEMM time, launch gap, the two floors
+for precision in tf32 bf16; do
+    python3 -m rnnsearch.cli bench-profile --arch rnnsearch --size paper --batch 80 --length 50 --steps 2 \
+        --threads 4 --device cuda --precision "$precision" --out "$out/profile_rnnsearch_${precision}.json" \
+        >> "$out/bench.log" 2>&1 || { echo "bench-profile rnnsearch $precision failed: $out/bench.log"; status=1; }
+done
 # a token budget of 2014's memory limit against one of today's: 320 pairs of 50 words, bf16
 python3 -m rnnsearch.cli bench-train --arch rnnsearch --size paper --batch 320 --length 50 --steps 10 --threads 4 \
     --device cuda --precision bf16 --out "$out/train_rnnsearch_bf16_b320.json" >> "$out/bench.log" 2>&1 \
@@ -57,5 +64,16 @@ for p in sorted(out.glob("train_*.json")):
     print(f"| {r['arch']} | {r['precision']} | {r['batch']} | {r['sentences_per_s']:,.0f} | {r['target_words_per_s']:,.0f} | "
           f"{r['seconds_per_update']} | {r['gflops_per_s']:,.0f} | {r['gemm_peak_gflops']:,.0f} | "
           f"{r['utilisation']:.1%} | {r['peak_cuda_mb']:,.0f} |")
+print("\n| profile | precision | s/update | kernels | busy s | GEMM s | launch gap s | floor: arithmetic s | floor: launches s |")
+print("|---|---|---|---|---|---|---|---|---|")
+for p in sorted(out.glob("profile_*[0-9a-z].json")):
+    if p.name.endswith(".trace.json"):
+        continue
+    r = json.loads(p.read_text())
+    print(f"| {r['arch']} | {r['precision']} | {r['seconds_per_update']:.4f} | {r['operations_per_update']:,.0f} | "
+          f"{r['busy_seconds_per_update']:.4f} | {r['gemm_seconds_per_update']:.4f} | "
+          f"{r['launch_gap_seconds_per_update']:.4f} | {r['floor_arithmetic_seconds']:.4f} | "
+          f"{r['floor_launch_seconds']:.4f} |")
+    print("  top: " + "; ".join(f"{o['name'][:60]} {o['ms_per_update']} ms" for o in r["top_operations"][:5]))
 EOF
 exit $status

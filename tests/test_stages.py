@@ -269,3 +269,52 @@ def test_bench_train_reports_what_it_measured(tmp_path: Path):
     assert (result["batch"], result["length"], result["timed_updates"]) == (2, 3, 1)
     assert result["words_per_s"] == pytest.approx(2 * 2 * 4 / result["seconds_per_update"], rel=0.05)
     assert result["peak_rss_mb"] > 0 and result["device"] == "cpu"
+
+
+def test_bench_profile_accounts_for_an_updates_time(tmp_path: Path):
+    rnnsearch("bench-profile", "--arch", "rnnsearch", "--size", "bench", "--batch", 4, "--length", 6, "--steps", 2,
+              "--threads", 1, "--device", "cpu", "--out", tmp_path / "p.json")
+    r = json.loads((tmp_path / "p.json").read_text())
+    assert r["operations_per_update"] > 100  # embeddings, two encoder directions, 7 decoder steps, backward, Adadelta
+    assert 0 < r["gemm_seconds_per_update"] < r["busy_seconds_per_update"] <= r["profiled_seconds_per_update"]
+    top = r["top_operations"]  # by own time: an operator's less the operators it calls, so they add up
+    assert [op["ms_per_update"] for op in top] == sorted((op["ms_per_update"] for op in top), reverse=True)
+    assert 0 < sum(op["ms_per_update"] for op in top) <= 1e3 * r["busy_seconds_per_update"] * 1.01
+    assert any(op["name"].startswith("aten::") for op in top) and len({op["name"] for op in top}) == len(top)
+    assert 0 < r["floor_arithmetic_seconds"] < r["seconds_per_update"]
+    assert r["floor_launch_seconds"] == pytest.approx(r["operations_per_update"] * r["launch_seconds"], rel=0.01)
+    events = json.loads(Path(r["trace"]).read_text())["traceEvents"]
+    assert any(e.get("name") == "aten::mm" for e in events)
+
+
+def test_profile_breakdown_of_a_gpu_trace():
+    """Kernels, copies and sets are the GPU's work; host-side events are not; GEMM kernels by their cuBLAS names."""
+    from rnnsearch.bench.profile import trace_breakdown
+
+    def ev(cat, name, ts, dur):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 7}
+
+    trace = {"traceEvents": [ev("cpu_op", "aten::mm", 0, 50), ev("cuda_runtime", "cudaLaunchKernel", 1, 3),
+                             ev("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 5, 10),
+                             ev("kernel", "nvjet_tst_128x64_64x8_1x2_h_bz_NNT", 15, 4),
+                             ev("kernel", "vectorized_elementwise_kernel<4, AddFunctor>", 30, 2),
+                             ev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 40, 6),
+                             {"ph": "i", "cat": "kernel", "name": "marker", "ts": 60}]}
+    r = trace_breakdown(trace, cuda=True, updates=2)
+    assert r["operations_per_update"] == 2.0
+    assert r["busy_seconds_per_update"] == pytest.approx(22e-6 / 2)
+    assert r["gemm_seconds_per_update"] == pytest.approx(14e-6 / 2)
+    assert r["top_operations"][0] == {"name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "calls_per_update": 0.5,
+                                      "ms_per_update": 0.005}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_bench_profile_on_cuda_finds_the_kernels_and_the_gemms(tmp_path: Path, precision: str):
+    """On the GPU the operations are kernels, and the matrix products among them are recognised by name."""
+    rnnsearch("bench-profile", "--arch", "rnnsearch", "--size", "bench", "--batch", 16, "--length", 10, "--steps", 2,
+              "--threads", 1, "--device", "cuda", "--precision", precision, "--out", tmp_path / "p.json")
+    r = json.loads((tmp_path / "p.json").read_text())
+    assert r["device"].startswith("cuda") and r["gpu"] and r["operations_per_update"] > 100
+    assert 0 < r["gemm_seconds_per_update"] < r["busy_seconds_per_update"] <= r["profiled_seconds_per_update"]
+    assert 0 < r["launch_seconds"] < 1e-3 and 0 < r["floor_arithmetic_seconds"] < r["seconds_per_update"]

@@ -133,6 +133,12 @@ _BENCH_MODEL = (
     arg("--out", required=True),
 )
 _ARCHS = ["rnnsearch", "rnnencdec", "luong"]
+_BENCH_UPDATE = (  # one training update of a model at a size: bench-train, bench-profile
+    *_BENCH_MODEL, arg("--arch", default="rnnsearch", choices=_ARCHS),
+    arg("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
+        help="tf32: float32 products on a GPU's TF32 tensor cores; bf16: autocast, as train.precision"),
+    arg("--length", type=int, default=50, help="words per sentence, each side (</s> added)"),
+)
 
 STAGES: tuple[Stage, ...] = (
     # 0-4: data (rnnsearch.data)
@@ -285,11 +291,12 @@ STAGES: tuple[Stage, ...] = (
           "batches", "rnnsearch.bench.speed:run_bench_train",
           lambda f, a, p: f(a.arch, a.size, a.batch, a.length, a.steps, a.threads, a.device, a.seed, a.out,
                             precision=a.precision),
-          (*_BENCH_MODEL, arg("--arch", default="rnnsearch", choices=_ARCHS),
-           arg("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
-               help="tf32: float32 products on a GPU's TF32 tensor cores; bf16: autocast, as train.precision"),
-           arg("--length", type=int, default=50, help="words per sentence, each side (</s> added)")),
-          params=False, runs_model=True),
+          _BENCH_UPDATE, params=False, runs_model=True),
+    Stage("bench-profile", "benchmark: where one training update's time goes (torch.profiler: operations, busy "
+          "and GEMM time, launch gap) and its arithmetic and launch floors", "rnnsearch.bench.profile:run_bench_profile",
+          lambda f, a, p: f(a.arch, a.size, a.batch, a.length, a.steps, a.threads, a.device, a.seed, a.precision,
+                            a.out),
+          _BENCH_UPDATE, params=False, runs_model=True),
     Stage("bench-ddp", "benchmark: data-parallel training, 1 process against N under torchrun (gloo, this "
           "machine's cores), and the projected 8-GPU all-reduce of a paper-size update", "rnnsearch.bench.ddp:run_bench_ddp",
           lambda f, a, p: f(a.size, a.batch, a.length, a.steps, a.threads, a.processes, a.out),

@@ -44,6 +44,28 @@ rule bench_train:
         " --threads {threads} --out {output} --log {log}"
 
 
+rule bench_profile:
+    """Where one training update's time goes and its arithmetic and launch floors, e.g. `snakemake --cores 2
+    results/bench/profile_paper_rnnsearch_fp32.json` (batches of 80 pairs of 50 words; bf16 and, on a GPU, tf32)."""
+    input:
+        code=stage_code("bench-profile"),
+    output:
+        json="results/bench/profile_{size}_{arch}_{precision}.json",
+        trace="results/bench/profile_{size}_{arch}_{precision}.trace.json",
+    wildcard_constraints:
+        size="paper|bench",
+        arch="rnnsearch|rnnencdec|luong",
+        precision="fp32|tf32|bf16",
+    threads: 256  # all of --cores
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/bench_profile_{size}_{arch}_{precision}.log",
+    shell:
+        "rnnsearch bench-profile --arch {wildcards.arch} --size {wildcards.size} --precision {wildcards.precision}"
+        " --batch 80 --length 50 --steps 2 --threads {threads} --out {output.json} --log {log}"
+
+
 rule bench_ddp:
     """Data-parallel training on this machine: 1 process against 2 under torchrun, at the peer benchmark's size
     (`snakemake --cores 2 results/bench/ddp.json`), and the projected 8-GPU all-reduce of a paper-size update."""

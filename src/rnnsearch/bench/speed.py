@@ -107,25 +107,9 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     process's.
     """
     from rnnsearch.bench.flops import train_flops
-    from rnnsearch.data.batching import make_batch
-    from rnnsearch.model import build_model
-    from rnnsearch.runtime import keep_freed_memory, resolve_device
-    from rnnsearch.training.train import make_optimizer
 
-    keep_freed_memory()  # as every stage does (cli.main); this also runs in a spawned process
-    torch.set_num_threads(threads)
-    torch.manual_seed(seed)
-    device = resolve_device(device_name)
-    if precision == "tf32" and device.type != "cuda":
-        raise ValueError("precision tf32 is a CUDA setting (TF32 tensor cores); the CPU has fp32 and bf16")
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
-    sizes = TRAIN_SIZES[size]
-    K = sizes["vocab"] + 3  # the shortlist plus <pad>, </s>, [UNK]
-    model = build_model({"arch": arch, **sizes}, K, K).to(device).train()
-    optimizer = make_optimizer(model.parameters(), "adadelta", lr=1.0, rho=0.95, eps=1e-6)
-    g = torch.Generator().manual_seed(seed)
-    sents = [torch.randint(3, K, (length,), generator=g).tolist() + [1] for _ in range(2 * batch)]
-    b = make_batch(sents[:batch], sents[batch:], list(range(batch))).to(device)
+    model, optimizer, b, K = bench_update_setup(arch, size, batch, length, threads, device_name, seed, precision)
+    device = b.x.device
     gemm_before = gemm_peak_gflops(threads, device=device.type, precision=precision) if gemm else None
     warmup = 2
     times = _timed_updates(model, optimizer, b, warmup, steps, f"{arch} {size} {precision}", precision == "bf16")
@@ -133,7 +117,7 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     words = b.source_words + b.target_words
     flops = batch * train_flops(model.cfg, K, length + 1, length + 1)
     gemm = max(gemm_before, gemm_peak_gflops(threads, device=device.type, precision=precision)) if gemm_before else None
-    result = {"benchmark": "train", "arch": arch, "size": size, "precision": precision, "sizes": sizes,
+    result = {"benchmark": "train", "arch": arch, "size": size, "precision": precision, "sizes": TRAIN_SIZES[size],
               "parameters": model.num_parameters(),
               "batch": batch, "length": length, "warmup_updates": warmup, "timed_updates": steps, "seconds_per_update": round(seconds, 3),
               "words_per_s": round(words / seconds, 1), "sentences_per_s": round(batch / seconds, 2),
@@ -150,6 +134,34 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
              result["gflops_per_s"], gemm, result["utilisation"], result["peak_rss_mb"])
     write_json_atomic(out, result)
     return result
+
+
+def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: int, device_name: str, seed: int,
+                       precision: str):
+    """The training benchmarks' model (`size` of TRAIN_SIZES, on the device, in training mode), its Adadelta, and
+    one batch of `batch` random pairs of `length` words each side (uniform over the shortlist, </s> added);
+    returns (model, optimizer, batch, K). Sets the threads, the seed and the precision's TF32 switches."""
+    from rnnsearch.data.batching import make_batch
+    from rnnsearch.model import build_model
+    from rnnsearch.runtime import keep_freed_memory, resolve_device
+    from rnnsearch.training.train import make_optimizer
+
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    keep_freed_memory()  # as every stage does (cli.main); this also runs in a spawned process
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    device = resolve_device(device_name)
+    if precision == "tf32" and device.type != "cuda":
+        raise ValueError("precision tf32 is a CUDA setting (TF32 tensor cores); the CPU has fp32 and bf16")
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    sizes = TRAIN_SIZES[size]
+    K = sizes["vocab"] + 3  # the shortlist plus <pad>, </s>, [UNK]
+    model = build_model({"arch": arch, **sizes}, K, K).to(device).train()
+    optimizer = make_optimizer(model.parameters(), "adadelta", lr=1.0, rho=0.95, eps=1e-6)
+    g = torch.Generator().manual_seed(seed)
+    sents = [torch.randint(3, K, (length,), generator=g).tolist() + [1] for _ in range(2 * batch)]
+    return model, optimizer, make_batch(sents[:batch], sents[batch:], list(range(batch))).to(device), K
 
 
 def _timed_updates(model, optimizer, b, warmup: int, steps: int, what: str, bf16: bool = False) -> list[float]:
