@@ -154,7 +154,8 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
     device = resolve_device(device_name)
     if precision == "tf32" and device.type != "cuda":
         raise ValueError("precision tf32 is a CUDA setting (TF32 tensor cores); the CPU has fp32 and bf16")
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    if device.type == "cuda":  # (on the CPU the switch only warns that oneDNN's TF32 is for Intel GPUs)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
     sizes = TRAIN_SIZES[size]
     K = sizes["vocab"] + 3  # the shortlist plus <pad>, </s>, [UNK]
     model = build_model({"arch": arch, **sizes}, K, K).to(device).train()
