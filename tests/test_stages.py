@@ -29,39 +29,38 @@ def run(tmp_path_factory):
 
 def run_stages(d: Path, params: list[str]) -> Path:
     """Runs stages 1-9 in order into `d` with the config files in `params` and returns `d`."""
-    PARAMS = params  # noqa: N806 (the module's name for the tiny config, read below)
-    rnnsearch("corpus", *PARAMS, "--out-dir", d / "raw")
+    rnnsearch("corpus", *params, "--out-dir", d / "raw")
     for split in ("train", "dev", "test"):
         for lang in ("en", "fr"):
-            rnnsearch("tokenize", *PARAMS, "--lang", lang, "--input", d / f"raw/{split}.{lang}",
+            rnnsearch("tokenize", *params, "--lang", lang, "--input", d / f"raw/{split}.{lang}",
                       "--output", d / f"tok/{split}.{lang}", "--log", d / f"logs/tok.{split}.{lang}.log")
     for n in (30, 50):
         rnnsearch("filter", "--max-len", n, "--src", d / "tok/train.en", "--tgt", d / "tok/train.fr",
                   "--out-src", d / f"train{n}.en", "--out-tgt", d / f"train{n}.fr", "--stats", d / f"train{n}.json")
-    rnnsearch("vocab", *PARAMS, "--src", d / "tok/train.en", "--tgt", d / "tok/train.fr", "--out-src",
+    rnnsearch("vocab", *params, "--src", d / "tok/train.en", "--tgt", d / "tok/train.fr", "--out-src",
               d / "vocab.en.tsv", "--out-tgt", d / "vocab.fr.tsv", "--stats", d / "vocab.json")
     models = ["rnnencdec-30", "rnnsearch-50"]
     for m in models:
         n = 30 if m.endswith("30") else 50
-        rnnsearch("train", *PARAMS, "--model", m, "--src-train", d / f"train{n}.en", "--tgt-train", d / f"train{n}.fr",
+        rnnsearch("train", *params, "--model", m, "--src-train", d / f"train{n}.en", "--tgt-train", d / f"train{n}.fr",
                   "--src-dev", d / "tok/dev.en", "--tgt-dev", d / "tok/dev.fr", "--src-vocab", d / "vocab.en.tsv",
                   "--tgt-vocab", d / "vocab.fr.tsv", "--out-dir", d / f"models/{m}")
-        rnnsearch("translate", *PARAMS, "--checkpoint", d / f"models/{m}/model.pt", "--src", d / "tok/test.en",
+        rnnsearch("translate", *params, "--checkpoint", d / f"models/{m}/model.pt", "--src", d / "tok/test.en",
                   "--ref", d / "tok/test.fr", "--src-vocab", d / "vocab.en.tsv", "--tgt-vocab", d / "vocab.fr.tsv",
                   "--out-dir", d / f"tr/{m}")
-        rnnsearch("score", *PARAMS, "--model", m, "--src", d / "tok/test.en", "--ref-tok", d / "tok/test.fr",
+        rnnsearch("score", *params, "--model", m, "--src", d / "tok/test.en", "--ref-tok", d / "tok/test.fr",
                   "--ref", d / "raw/test.fr", "--hyp-dir", d / f"tr/{m}", "--out", d / f"scores/{m}.json")
     scores = [d / f"scores/{m}.json" for m in models]
-    rnnsearch("tables", *PARAMS, "--scores", *scores, "--train-stats",
+    rnnsearch("tables", *params, "--scores", *scores, "--train-stats",
               *[d / f"models/{m}/train_stats.json" for m in models], "--hyps", *[d / f"tr/{m}/test.hyp.tok" for m in models],
               "--ref-tok", d / "tok/test.fr", "--out-dir", d / "tables")
-    rnnsearch("figures", *PARAMS, "--scores", *scores, "--attention", d / "tr/rnnsearch-50/attention.npz",
+    rnnsearch("figures", *params, "--scores", *scores, "--attention", d / "tr/rnnsearch-50/attention.npz",
               "--src", d / "tok/test.en", "--hyp", d / "tr/rnnsearch-50/test.hyp.tok",
               "--nounk", d / "tr/rnnsearch-50/nounk.json", "--out-dir", d / "figures")
-    rnnsearch("aer", *PARAMS, "--checkpoint", d / "models/rnnsearch-50/model.pt", "--src", d / "tok/test.en",
+    rnnsearch("aer", *params, "--checkpoint", d / "models/rnnsearch-50/model.pt", "--src", d / "tok/test.en",
               "--ref", d / "tok/test.fr", "--src-vocab", d / "vocab.en.tsv", "--tgt-vocab", d / "vocab.fr.tsv",
               "--gold", d / "raw/test.align", "--out", d / "scores/aer.json")
-    rnnsearch("report", *PARAMS, "--table1", d / "tables/table1.md", "--table2", d / "tables/table2.md",
+    rnnsearch("report", *params, "--table1", d / "tables/table1.md", "--table2", d / "tables/table2.md",
               "--figure2", d / "figures/bleu_by_length.png", "--alignments", d / "figures/alignment_a.png",
               "--scores", *scores, "--src", d / "raw/test.en", "--ref", d / "raw/test.fr",
               "--hyps", *[f"{m}={d / f'tr/{m}/test.hyp'}" for m in models], "--aer", d / "scores/aer.json",

@@ -34,6 +34,7 @@ from rnnsearch.bench.speed import (
     bench_update_setup,
     gemm_peak_gflops,
     machine,
+    synchronizer,
 )
 from rnnsearch.textio import write_json_atomic
 
@@ -48,7 +49,7 @@ def launch_seconds(device: torch.device, n: int = 2000) -> float:
     """Seconds to launch (and run) one in-place add on a one-element tensor, the least a kernel or an eager
     operator costs; averaged over `n` after 100 untimed."""
     x = torch.zeros(1, device=device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync = synchronizer(device.type)
     for _ in range(100):
         x.add_(1.0)
     sync()

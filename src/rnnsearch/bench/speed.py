@@ -60,6 +60,12 @@ TRAIN_SIZES = {
 }
 
 
+def synchronizer(device_type: str):
+    """What waits for the device's queued work before a clock is read: torch.cuda.synchronize on a GPU, nothing on
+    the CPU (its operators return when done)."""
+    return torch.cuda.synchronize if device_type == "cuda" else (lambda: None)
+
+
 PRECISIONS = ("fp32", "tf32", "bf16")  # of the training benchmark: fp32, fp32 with TF32 products (CUDA), bf16 autocast
 
 
@@ -72,7 +78,7 @@ def gemm_peak_gflops(threads: int, seconds: float = 2.0, size: int = 2048, devic
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
     out = torch.empty(size, size, device=device, dtype=dtype)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync = synchronizer(device)
 
     def seconds_of(reps: int) -> float:
         sync()
@@ -154,7 +160,7 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
     device = resolve_device(device_name)
     if precision == "tf32" and device.type != "cuda":
         raise ValueError("precision tf32 is a CUDA setting (TF32 tensor cores); the CPU has fp32 and bf16")
-    if device.type == "cuda":  # (on the CPU the switch only warns that oneDNN's TF32 is for Intel GPUs)
+    if device.type == "cuda":  # CUDA's switches: they change no product on the CPU
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
     sizes = TRAIN_SIZES[size]
     K = sizes["vocab"] + 3  # the shortlist plus <pad>, </s>, [UNK]
@@ -170,11 +176,10 @@ def _timed_updates(model, optimizer, b, warmup: int, steps: int, what: str, bf16
     backward, clipping at 1, optimizer step); with `bf16`, the forward pass under bf16 autocast."""
     from rnnsearch.training.train import batch_nll
 
-    cuda = b.x.device.type == "cuda"
+    sync = synchronizer(b.x.device.type)
     times = []
     for step in range(warmup + steps):
-        if cuda:
-            torch.cuda.synchronize()
+        sync()
         start = time.perf_counter()
         with torch.autocast(b.x.device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = batch_nll(model, b)
@@ -182,8 +187,7 @@ def _timed_updates(model, optimizer, b, warmup: int, steps: int, what: str, bf16
         (loss / b.x.size(0)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        if cuda:
-            torch.cuda.synchronize()
+        sync()
         if step >= warmup:
             times.append(time.perf_counter() - start)
         log.info("%s update %d: %.2f s", what, step, time.perf_counter() - start)
