@@ -64,7 +64,8 @@ def repo_copy(dest: Path, overrides: dict | None = None) -> Path:
         if (REPO / f).is_file():
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / f, dest / f)
-    merged = cfg.merge(cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"]), overrides or {})
+    merged = cfg.overlay(cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"]), overrides or {},
+                         "overrides")
     cfg.validate(merged)
     (dest / "params.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
     return dest

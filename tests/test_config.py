@@ -95,8 +95,51 @@ def test_overlays_merge_key_by_key(tmp_path):
     assert cfg.model_config(c, "rnnsearch-50")["n"] == 7
     assert cfg.train_config(c, "rnnsearch-50").max_updates == 3
     assert cfg.train_config(c, "rnnsearch-30").max_updates == params()["train"]["max_updates"]
-    overlay.write_text("models: {rnnsearch-30: null, rnnencdec-30: null}\n")  # null removes a key
+    overlay.write_text("remove: [models.rnnsearch-30, models.rnnencdec-30]\n")  # the documented spelling
     assert list(cfg.load_params([REPO / "params.yaml", overlay])["models"]) == ["rnnencdec-50", "rnnsearch-50"]
+
+
+def test_removing_an_entry_has_its_own_spelling_and_null_is_a_value(tmp_path):
+    overlay = tmp_path / "o.yaml"
+    overlay.write_text("models: {rnnsearch-30: null}\n")  # null is a value, not a removal: the message says how
+    with pytest.raises(cfg.ConfigError, match=r"'models.rnnsearch-30': expected object, got None \(to drop it, name "
+                                              r"it in an overlay's list `remove: \[models.rnnsearch-30\]`\)"):
+        cfg.load_params([REPO / "params.yaml", overlay])
+    for text, message in [("remove: [models.rnnsearch-99]\n", r"'models.rnnsearch-99' is not in the configuration "
+                                                               r"\(models: rnnencdec-30, rnnsearch-30"),
+                          ("remove: [train.lr]\n", r"'train.lr' is not an entry of models or extra_tests"),
+                          ("remove: models.rnnsearch-30\n", r"expected a list of entries")]:
+        overlay.write_text(text)
+        with pytest.raises(cfg.ConfigError, match=r"o.yaml: 'remove': " + message):
+            cfg.load_params([REPO / "params.yaml", overlay])
+    overlay.write_text("extra_tests: {again: results/data/raw/test}\n")
+    later = tmp_path / "later.yaml"
+    later.write_text("remove: [extra_tests.again]\nmodels: {rnnsearch-30: {n: 8}}\n")
+    merged = cfg.load_params([REPO / "params.yaml", overlay, later])
+    assert merged["extra_tests"] == {} and merged["models"]["rnnsearch-30"] == {"arch": "rnnsearch",
+                                                                                 "train_max_len": 30, "n": 8}
+
+
+def test_a_copy_of_params_yaml_is_an_overlay(tmp_path):
+    """A verbatim copy of params.yaml with one value changed (nulls and all): check-params prints params.yaml
+    with that value, and Snakemake plans with it, also with the base file listed before a preset."""
+    copy = tmp_path / "myexp.yaml"
+    text = (REPO / "params.yaml").read_text()
+    assert "  beam: 12 " in text and ": null" in text
+    copy.write_text(text.replace("  beam: 12 ", "  beam: 5  ", 1))
+    cli = subprocess.run([sys.executable, "-m", "rnnsearch.cli", "check-params", "--params", str(REPO / "params.yaml"),
+                          "--params", str(copy)], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    expected = params()
+    expected["decode"]["beam"] = 5
+    assert yaml.safe_load(cli.stdout) == expected
+    assert dict(cfg.stage_params(yaml.safe_load(cli.stdout), "translate"))["decode"]["beam"] == 5
+    for files in ([str(copy)], ["params.yaml", "workflow/configs/multi30k.yaml"]):
+        smk = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--configfile", *files],
+                             cwd=REPO, capture_output=True, text=True)
+        assert smk.returncode == 0, smk.stdout[-2000:] + smk.stderr[-2000:]
+        assert "This was a dry-run" in smk.stdout
+    assert "rnnsearch-30" not in smk.stdout and "download" in smk.stdout  # multi30k.yaml's remove: and its source
 
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path):

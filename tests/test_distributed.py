@@ -42,6 +42,16 @@ def params(data: Path) -> Path:  # noqa: F811
     return path
 
 
+@pytest.fixture(scope="module")
+def params2(params: Path) -> Path:
+    """The same params for two processes (train.processes and decode.processes: 2)."""
+    p = yaml.safe_load(params.read_text())
+    p["train"]["processes"] = p["decode"]["processes"] = 2
+    path = params.with_name("fp64-2.yaml")
+    path.write_text(yaml.safe_dump(p))
+    return path
+
+
 def train_args(data: Path, params: Path, out: Path) -> list[str]:  # noqa: F811
     return ["train", "--params", str(params), "--model", "rnnsearch-50", "--src-train", str(data / "train.en"),
             "--tgt-train", str(data / "train.fr"), "--src-dev", str(data / "dev.en"), "--tgt-dev", str(data / "dev.fr"),
@@ -66,10 +76,10 @@ def one_process(data: Path, params: Path) -> Path:  # noqa: F811
     return out
 
 
-def test_two_processes_under_torchrun_take_the_updates_of_one(data: Path, params: Path, one_process: Path):  # noqa: F811
+def test_two_processes_under_torchrun_take_the_updates_of_one(data: Path, params2: Path, one_process: Path):  # noqa: F811
     out = data / "fp64-torchrun"
     p = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", "--",
-                        str(BIN / "rnnsearch"), *train_args(data, params, out)], capture_output=True, text=True,
+                        str(BIN / "rnnsearch"), *train_args(data, params2, out)], capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     log = (out / "train.log").read_text()
@@ -94,13 +104,13 @@ def free_port() -> int:
 
 
 def test_sigterm_stops_both_processes_at_one_checkpoint_and_one_process_resumes(data: Path, params: Path,  # noqa: F811
-                                                                                 one_process: Path):
+                                                                                 params2: Path, one_process: Path):
     """The processes are started with the environment torchrun gives them (RANK, WORLD_SIZE, MASTER_ADDR, …),
     without torchrun, so that the test can signal one of them as Slurm signals its tasks."""
     out = data / "fp64-sigterm"
     out.mkdir()
     env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    procs = [subprocess.Popen([sys.executable, "-m", "rnnsearch.cli", *train_args(data, params, out)],
+    procs = [subprocess.Popen([sys.executable, "-m", "rnnsearch.cli", *train_args(data, params2, out)],
                               env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True) for r in (0, 1)]
     deadline = time.time() + 300
@@ -145,11 +155,11 @@ def test_the_data_parallel_benchmark_times_each_configuration_under_torchrun(tmp
 
 
 def test_a_translation_of_two_processes_writes_what_one_process_writes(data: Path, params: Path,  # noqa: F811
-                                                                        one_process: Path):
+                                                                        params2: Path, one_process: Path):
     """decode.processes: each process beam-searches every other sentence; process 0 gathers and writes."""
     import numpy as np
 
-    def translate(out: Path, launch: list[str]) -> None:
+    def translate(out: Path, launch: list[str], params: Path) -> None:
         args = ["translate", "--params", str(params), "--checkpoint", str(one_process / "model.pt"),
                 "--src", str(data / "dev.en"), "--ref", str(data / "dev.fr"), "--src-vocab", str(data / "vocab.en.tsv"),
                 "--tgt-vocab", str(data / "vocab.fr.tsv"), "--out-dir", str(out), "--log", str(out / "translate.log")]
@@ -157,9 +167,9 @@ def test_a_translation_of_two_processes_writes_what_one_process_writes(data: Pat
         assert p.returncode == 0, p.stderr[-3000:]
 
     one, two = data / "translate-1", data / "translate-2"
-    translate(one, [str(BIN / "rnnsearch")])
+    translate(one, [str(BIN / "rnnsearch")], params)
     translate(two, [str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", "--",
-                    str(BIN / "rnnsearch")])
+                    str(BIN / "rnnsearch")], params2)
     assert "translation: 2 processes (torchrun, gloo backend)" in (two / "translate.log").read_text()
     assert json.loads((two / "decode_stats.json").read_text())["processes"] == 2
     for name in ("test.hyp.tok", "test.hyp", "nounk.hyp.tok", "nounk.json"):
@@ -167,3 +177,23 @@ def test_a_translation_of_two_processes_writes_what_one_process_writes(data: Pat
     with np.load(one / "attention.npz") as a, np.load(two / "attention.npz") as b:
         assert sorted(a.files) == sorted(b.files) and len(a.files) == len((one / "test.hyp").read_text().splitlines())
         assert all(np.allclose(a[k], b[k], atol=2e-3) for k in a.files)  # float16; batches of other shapes
+
+
+def test_a_setting_of_two_processes_started_as_one_stops_before_any_work(data: Path, params2: Path,  # noqa: F811
+                                                                          one_process: Path):
+    """train.processes / decode.processes: 2 without a launcher: exit 2, the setting, the number found and the
+    commands that start two, nothing written (one process would silently train with half the asked-for setup)."""
+    out = data / "not-started"
+    train = subprocess.run([str(BIN / "rnnsearch"), *train_args(data, params2, out)[:-2]], capture_output=True,
+                           text=True)
+    assert train.returncode == 2 and "Traceback" not in train.stderr, train.stderr[-2000:]
+    assert ("'train.processes' is 2, but 1 process was started (no launcher): start 2 with `torchrun --standalone "
+            "--nproc-per-node 2 --no-python -- rnnsearch train …` on one machine, or `srun --ntasks 2 rnnsearch "
+            "train …`") in train.stderr
+    assert not out.exists()
+    translate = subprocess.run([str(BIN / "rnnsearch"), "translate", "--params", str(params2), "--checkpoint",
+                                str(one_process / "model.pt"), "--src", str(data / "dev.en"), "--ref",
+                                str(data / "dev.fr"), "--src-vocab", str(data / "vocab.en.tsv"), "--tgt-vocab",
+                                str(data / "vocab.fr.tsv"), "--out-dir", str(out)], capture_output=True, text=True)
+    assert translate.returncode == 2 and "'decode.processes' is 2, but 1 process was started" in translate.stderr
+    assert "`srun --ntasks 2 rnnsearch translate …`" in translate.stderr and not out.exists()

@@ -294,3 +294,18 @@ def test_dvc_exp_run_sets_the_number_of_replicates(workspace: Path):
     table1 = pd.read_csv(workspace / "results/tables/table1.csv")
     assert list(table1["Replicates"]) == [3] * 4 and table1["Welch p vs rnnencdec-30"][1:].between(0, 1).all()
 
+
+
+def test_dvc_exp_run_with_two_processes_stops_naming_the_setting(workspace: Path):
+    """dvc.yaml's commands are fixed when `rnnsearch dvc-yaml` writes them: `dvc exp run -S train.processes=2`
+    cannot start two processes, so the training stops before any work, saying how to start them."""
+    params, model = workspace / "params.yaml", workspace / "results/models/rnnencdec-30/replicate1/model.pt"
+    original, trained = params.read_text(), model.read_bytes()
+    try:
+        run = sh([str(BIN / "dvc"), "exp", "run", "-S", "train.processes=2"], workspace, check=False)
+        out = run.stdout + run.stderr
+        assert run.returncode != 0 and "'train.processes' is 2, but 1 process was started (no launcher)" in out, out
+        assert "run `rnnsearch dvc-yaml` again" in out and "Traceback" not in out
+        assert model.read_bytes() == trained
+    finally:
+        params.write_text(original)

@@ -1,7 +1,9 @@
 """params.yaml: loading, overlays, validation with messages that name the key, and what each stage reads.
 
 `params.yaml` is the one source of configuration. Overlays (e.g. `workflow/configs/paper.yaml`) are merged
-over it key by key, the way Snakemake merges `--configfile`. The merged config is validated against
+over it key by key, the way Snakemake merges `--configfile`: a value restated (null included) changes nothing,
+so a copy of params.yaml is an overlay too. An entry of a collection (a model of `models`, a set of
+`extra_tests`) is dropped by naming it in the overlay's top-level `remove:` list. The merged config is validated against
 `workflow/schemas/params.schema.yaml` (the same file Snakemake validates with) plus a few cross-key checks.
 `snakemake --config key=value` (a section as YAML: `--config 'train={lr: 0.001}'`) is merged last; the workflow
 hands it to the stages it starts in $RNNSEARCH_CONFIG.
@@ -31,17 +33,40 @@ class ConfigError(InputError):
     """An invalid params.yaml: the message names the key and what was expected."""
 
 
+REMOVE = "remove"  # an overlay's list of entries to drop: remove: [models.rnnencdec-30, extra_tests.news]
+COLLECTIONS = ("models", "extra_tests")  # the mappings whose keys the user names, and so may remove
+
+
 def merge(base: dict, overlay: dict) -> dict:
-    """Deep merge: dicts merge key by key, null removes the key (e.g. a model from `models`), anything else in
-    `overlay` replaces the value in `base`."""
+    """Deep merge: dicts merge key by key, anything else in `overlay` (null included) replaces the value in
+    `base`."""
     out = copy.deepcopy(base)
     for key, value in overlay.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
+    return out
+
+
+def overlay(config: dict, data: dict, source: str) -> dict:
+    """`data` (one params file, or the --config values) merged over `config`, then its `remove:` entries dropped:
+    each a dotted `<collection>.<name>` of COLLECTIONS that the merged configuration has."""
+    data = dict(data)
+    removals = data.pop(REMOVE, [])
+    if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
+        raise ConfigError(f"{source}: '{REMOVE}': expected a list of entries such as models.rnnencdec-30, "
+                          f"got {removals!r}")
+    out = merge(config, data)
+    for entry in removals:
+        collection, _, name = entry.partition(".")
+        if collection not in COLLECTIONS or not name:
+            raise ConfigError(f"{source}: '{REMOVE}': {entry!r} is not an entry of {' or '.join(COLLECTIONS)} "
+                              f"(expected e.g. models.rnnencdec-30)")
+        if name not in (out.get(collection) or {}):
+            have = ", ".join(out.get(collection) or {}) or "none"
+            raise ConfigError(f"{source}: '{REMOVE}': {entry!r} is not in the configuration ({collection}: {have})")
+        del out[collection][name]
     return out
 
 
@@ -93,10 +118,10 @@ def load_params(files: Iterable[str | Path], overrides: dict | None = None) -> d
     files = list(files)
     config: dict = {}
     for f in files:
-        config = merge(config, load_yaml(f))
+        config = overlay(config, load_yaml(f), str(f))
     source = " + ".join(str(f) for f in files)
     if overrides:
-        config = merge(config, overrides)
+        config = overlay(config, overrides, "--config")
         source += " + --config " + json.dumps(overrides, sort_keys=True)
     validate(config, source=source)
     return config
@@ -152,7 +177,9 @@ def validate(config: dict, source: str = "params.yaml") -> None:
             missing = err.message.split("'")[1]
             problems.append(f"missing required key '{key + '.' if err.absolute_path else ''}{missing}'")
         elif err.validator == "type":
-            problems.append(f"'{key}': expected {err.validator_value}, got {err.instance!r}")
+            dropped = err.instance is None and len(err.absolute_path) == 2 and err.absolute_path[0] in COLLECTIONS
+            hint = f" (to drop it, name it in an overlay's list `{REMOVE}: [{key}]`)" if dropped else ""
+            problems.append(f"'{key}': expected {err.validator_value}, got {err.instance!r}{hint}")
         elif err.validator == "enum":
             problems.append(f"'{key}': expected one of {', '.join(map(str, err.validator_value))}, got {err.instance!r}")
         elif err.validator == "propertyNames":

@@ -82,6 +82,23 @@ def detect() -> World:
     return World()
 
 
+def started_as(setting: str, wanted: int, stage: str) -> World:
+    """This process's World, which must be one of `wanted` processes (params.yaml's `setting`, e.g.
+    train.processes): a mismatch stops before any work, saying how to start the right number."""
+    world = detect()
+    if world.size != wanted:
+        from rnnsearch.textio import InputError
+
+        started = f"{world.size} process{'es' if world.size > 1 else ''} {'were' if world.size > 1 else 'was'}"
+        raise InputError(
+            f"'{setting}' is {wanted}, but {started} started ({world.launcher if world.size > 1 else 'no launcher'}): "
+            f"start {wanted} with `torchrun --standalone --nproc-per-node {wanted} --no-python -- rnnsearch {stage} …` "
+            f"on one machine, or `srun --ntasks {wanted} rnnsearch {stage} …` in a Slurm allocation (`snakemake` "
+            f"does so; dvc.yaml's commands start the number params.yaml held when `rnnsearch dvc-yaml` wrote them: "
+            f"set '{setting}' in params.yaml and run `rnnsearch dvc-yaml` again, `dvc exp run -S` cannot change it)")
+    return world
+
+
 def _slurm_rendezvous() -> str:
     """tcp://<first host of the step>:<port>, the port from the job id unless MASTER_PORT is set (two trainings
     of one job would need different ports; Slurm runs one per job here)."""

@@ -99,15 +99,20 @@ def _translate(fn: Callable, a: argparse.Namespace, p: Params) -> None:
     missing = [x for x in ("src", "ref", "src_vocab", "tgt_vocab") if not getattr(a, x)]
     if missing:
         raise InputError("the translate stage needs " + ", ".join("--" + x.replace("_", "-") for x in missing))
+    from rnnsearch.distributed import started_as
     from rnnsearch.settings import DecodeConfig, typed
 
+    started_as("decode.processes", p["decode"]["processes"], "translate")
     fn(a.checkpoint, a.src, a.ref, a.src_vocab, a.tgt_vocab, a.out_dir, typed(DecodeConfig, p["decode"]), p["data.tgt"])
 
 
 def _train(fn: Callable, a: argparse.Namespace, p: Params) -> None:
     from rnnsearch import config as cfg
 
+    from rnnsearch.distributed import started_as
+
     config = p.nested()
+    started_as("train.processes", config["train"]["processes"], "train")
     fn(a.model, cfg.model_config(config, a.model), cfg.train_config(config, a.model), p["seed"] + a.replicate - 1,
        a.src_train, a.tgt_train, a.src_dev, a.tgt_dev, a.src_vocab, a.tgt_vocab, a.out_dir)
 

@@ -2,19 +2,26 @@
 import json
 import os
 import re
+import sys
 
 from snakemake.exceptions import WorkflowError
 
 from rnnsearch import config as rcfg
 from rnnsearch.stages import stage_code as stage_files
 
+# Snakemake keeps only the last of several --configfile flags: the files of the others would be dropped unseen.
+flags = [a for a in sys.argv[1:] if a.split("=")[0] in ("--configfile", "--configfiles")]
+if len(flags) > 1:
+    raise WorkflowError(f"{' and '.join(sorted({f.split('=')[0] for f in flags}))} given {len(flags)} times: Snakemake reads only the files of the "
+                        "last flag. Give every file to one flag, in order: --configfile FILE1 FILE2")
+
 # params.yaml, then any --configfile overlays in order (paths relative to the workflow directory when inside it).
 PARAMS_FILES = ["params.yaml"] + [
     os.path.relpath(f) if not os.path.relpath(f).startswith("..") else str(f) for f in workflow.overwrite_configfiles
 ]
 try:
-    # Merged the way every stage merges them (null removes a key), validated against the JSON schema
-    # snakemake.utils.validate would use, with messages that name the key.
+    # Merged the way every stage merges them (an overlay's `remove:` drops an entry), validated against the JSON
+    # schema snakemake.utils.validate would use, with messages that name the key.
     # --config key=value last (a section as YAML, merged key by key: --config 'train={lr: 0.001}').
     OVERRIDES = rcfg.command_line(workflow.config_settings.config or {})
     merged = rcfg.load_params(PARAMS_FILES, OVERRIDES)
