@@ -162,12 +162,16 @@ def test_changing_one_model_reruns_only_what_depends_on_it(workspace: Path):
 DATA_JOBS = {"corpus", "shard", "tokenize", "tokenize_shard", "clean", "gather", "filter", "count", "vocab", "data_report"}
 
 
-@pytest.mark.parametrize("overlay", ["empty", "decode", "variant"])
+@pytest.mark.parametrize("overlay", ["empty", "decode", "copy", "variant"])
 def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, tmp_path: Path, overlay: str):
     """The same change as an edit of params.yaml or as a --configfile overlay plans the same jobs: a job's rerun
-    depends on the values of the keys its stage reads, never on which files gave them."""
+    depends on the values of the keys its stage reads, never on which files gave them. A copy of params.yaml
+    with decode.beam changed (its nulls restated) is such an overlay."""
     path = tmp_path / "overlay.yaml"
-    path.write_text({"empty": "{}\n", "decode": "decode: {beam: 2}\n",
+    copy = yaml.safe_load((workspace / "params.yaml").read_text())
+    copy["decode"]["beam"] = 2
+    assert copy["peer"]["python"] is None
+    path.write_text({"empty": "{}\n", "decode": "decode: {beam: 2}\n", "copy": yaml.safe_dump(copy, sort_keys=False),
                      "variant": "models:\n  rnnsearch-50b: {arch: rnnsearch, train_max_len: 50, n: 12}\n"}[overlay])
     dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2", "--configfile", str(path)], workspace)
     if overlay == "empty":
@@ -175,7 +179,7 @@ def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, 
         return
     counts = job_counts(dry.stdout)
     assert not DATA_JOBS & set(counts)
-    if overlay == "decode":
+    if overlay in ("decode", "copy"):
         assert "train" not in counts and counts["translate"] == 8
     else:
         assert counts["train"] == 2 and "results/models/rnnsearch-50b/replicate2/model.pt" in dry.stdout
