@@ -77,7 +77,7 @@ def test_a_damaged_checkpoint_gives_way_to_the_newest_readable_one(data: Path, r
     proc = subprocess.run(train_cmd(data, out), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     log = (out / "train.log").read_text()
-    assert f"{out / 'checkpoint.pt'}: not a readable rnnsearch checkpoint" in log
+    assert f"{out / 'checkpoint.pt'}: a damaged or truncated checkpoint" in log
     assert f"resuming from {newest} (update " in log
     final, ref = torch.load(out / "model.pt", weights_only=True)["model"], torch.load(reference, weights_only=True)["model"]
     assert all(torch.equal(final[k], ref[k]) for k in ref)

@@ -37,7 +37,8 @@ def test_a_stage_reads_only_what_it_declares(tiny_config):
     from rnnsearch import config as cfg
 
     p = cfg.stage_params(tiny_config, "train", "rnnsearch-50")
-    assert set(p) == {"seed", "model", "train", "models.rnnsearch-50"}
+    assert set(p) == {"seed", "model", "train", "models.rnnsearch-50", "data.src", "data.tgt", "data.unicode",
+                      "tokenize.normalize_punctuation"}
     nested = p.nested()
     assert nested["models"] == {"rnnsearch-50": tiny_config["models"]["rnnsearch-50"]} and "decode" not in nested
 

@@ -226,7 +226,7 @@ def test_translate_your_own_sentences(run: Path, tmp_path: Path, capsys, monkeyp
                  "--alignment", "--heatmap-dir", str(tmp_path / "maps")]) == 0
     out = capsys.readouterr()
     assert len(out.out.splitlines()) == 3
-    assert "[1]" in out.err and "</s>" in out.err and "0 = " in out.err  # the text grid and its legend
+    assert "[line 1]" in out.err and "</s>" in out.err and "0 = " in out.err  # the text grid and its legend
     assert sorted(p.name for p in (tmp_path / "maps").iterdir()) == [f"alignment_{i}.png" for i in (1, 2, 3)]
     # the pipeline's own beam search gives the same translations (same model, same beam)
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(sentences) + "\n"))

@@ -3,6 +3,9 @@ and loaded with `weights_only=True` (loading never executes code)."""
 
 from __future__ import annotations
 
+import contextlib
+import pickle
+import zipfile
 from pathlib import Path
 
 import torch
@@ -28,13 +31,30 @@ def save_checkpoint(path: str | Path, model: Seq2Seq, optimizer, update: int, da
 
 
 def load_checkpoint(path: str | Path, device="cpu") -> dict:
+    """A checkpoint of `rnnsearch train`, read without running code; any other file is an InputError saying
+    what it is (torch's own messages advise loading untrusted files with weights_only=False: never shown)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: checkpoint not found")
+    expected = "expected model.pt or checkpoint.pt of `rnnsearch train`"
+    if path.is_dir() or not zipfile.is_zipfile(path):
+        with open(path, "rb") if path.is_file() else contextlib.nullcontext(None) as f:
+            truncated = f is not None and f.read(4) == b"PK\x03\x04"  # a zip archive's start, without its end
+        raise InputError(f"{path}: " + ("a damaged or truncated checkpoint (its zip archive has no end)" if truncated
+                                        else "not an rnnsearch checkpoint (not a file written by torch.save)")
+                         + f"; {expected}")
     try:
-        return torch.load(path, map_location=device, weights_only=True)
-    except Exception as e:  # torch raises several types for truncated or foreign files
-        raise InputError(f"{path}: not a readable rnnsearch checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
+        state = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError:
+        raise InputError(f"{path}: not an rnnsearch checkpoint (it holds Python objects other than tensors and "
+                         f"plain data, which are not loaded: loading them could run code); {expected}") from None
+    except Exception as e:  # torch raises several types for truncated or damaged archives
+        reason = str(e).split(". ")[0][:160]
+        raise InputError(f"{path}: a damaged or truncated checkpoint ({reason}); {expected}") from None
+    if not isinstance(state, dict) or not {"model", "config"} <= set(state):
+        raise InputError(f"{path}: not an rnnsearch checkpoint (a PyTorch file without the model and config that "
+                         f"`rnnsearch train` writes); {expected}")
+    return state
 
 
 def vocabs_of(state: dict, path: str | Path) -> tuple[Vocab, Vocab]:

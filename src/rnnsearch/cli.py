@@ -22,11 +22,27 @@ def _params_arg(p: argparse.ArgumentParser) -> None:
                         "which the workflow sets, else params.yaml)")
 
 
+class _Help(argparse.HelpFormatter):
+    """Each option's help, then its default where it has one (not for flags, nor where there is none)."""
+
+    def _get_help_string(self, action):
+        default = action.default
+        if default in (None, False, argparse.SUPPRESS) or not action.option_strings or "default" in action.help:
+            return action.help
+        shown = " ".join(map(str, default)) if isinstance(default, list) else default
+        return f"{action.help} (default: {shown})"
+
+
+DESCRIPTION = ("Bahdanau, Cho & Bengio (2015), from raw parallel text to Table 1 and Figures 2-3: each stage of "
+               "the pipeline as a command (Snakemake and DVC run them; `rnnsearch <stage> --help` for one).")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rnnsearch", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="rnnsearch", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="stage", required=True, metavar="<stage>")
     for stage in STAGES:
-        p = sub.add_parser(stage.name, help=stage.help, description=stage.help)
+        p = sub.add_parser(stage.name, help=stage.help, description=stage.help,
+                           formatter_class=_Help)
         if stage.params:
             _params_arg(p)
         for a in stage.args:
@@ -36,10 +52,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; an option the stage does not know is an error with the stage's usage."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        stage = parser._subparsers._group_actions[0].choices[args.stage]
+        stage.error(f"unrecognized arguments: {' '.join(unknown)} (rnnsearch {args.stage} --help lists its options)")
+    return args
+
+
 def run(args: argparse.Namespace) -> None:
     """Validate the params files, take the keys the stage declares, and call its function."""
     stage = BY_NAME[args.stage]
     p = Params()
+    if _user_translate(args) and args.params:
+        raise InputError("--params is for the pipeline's translate stage (with --out-dir): translating your own "
+                         "sentences takes the language pair, Unicode form and punctuation setting from the "
+                         "checkpoint and the search settings from the flags (--beam, --max-len-a, …)")
     if stage.params and not _user_translate(args):  # a user's sentences need no params: the checkpoint has all
         files = params_files(args.params)
         overrides = cfg.env_overrides()  # snakemake --config
@@ -92,7 +122,7 @@ def _setup_logging(log_file: str | None, quiet: bool = False, append: bool = Fal
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     # a training that resumes (a chain of cluster jobs) continues the log of the run it continues
     resuming = args.stage == "train" and (Path(args.out_dir) / "checkpoint.pt").exists()
     follower = args.stage in ("train", "translate") and _rank() > 0

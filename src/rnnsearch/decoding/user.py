@@ -1,13 +1,13 @@
 """`rnnsearch translate --checkpoint M [--input F] [--output F]`: a user's own raw sentences, one per line.
 
 Input as users have it: a leading byte-order mark is dropped, CRLF line ends are read as LF, and every line is
-normalised to NFC (accents composed, as in the training text), and its punctuation as the tokenize stage's
-(`--no-normalize-punctuation` for a model trained with tokenize.normalize_punctuation off), before Moses
-tokenization. Output is NFC UTF-8
-with `\\n`, one line per input line, in input order:
+prepared as the training text was, by the settings the checkpoint records (data.src, data.tgt, data.unicode,
+tokenize.normalize_punctuation; NFC, en→fr and normalised punctuation for a checkpoint without them), before
+Moses tokenization. Output is NFC UTF-8 with `\\n`, one line per input line, in input order:
 - an empty (or blank) input line gives an empty output line;
 - a line of more than `max_src_len` tokens is split into pieces at sentence punctuation (. ! ? ; :), or at
-  `max_src_len` tokens where there is none, translated piece by piece and joined;
+  `max_src_len` tokens where there is none, translated piece by piece and joined (its n-best score is the sum
+  over the pieces; its alignment, one per piece);
 - lines are read and decoded `CHUNK` at a time and each chunk's translations are written as soon as it is done,
   so memory does not grow with the input and a stopped run keeps what it finished (on stdout; `--output` is
   written atomically at the end).
@@ -21,7 +21,7 @@ import contextlib
 import io
 import logging
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -42,10 +42,35 @@ class UserOptions:
     length_norm: bool = True
     n_best: int = 1
     max_src_len: int = 150
-    src_lang: str = "en"
-    tgt_lang: str = "fr"
+    src_lang: str | None = None  # None: the checkpoint's data.src (en for a checkpoint without it)
+    tgt_lang: str | None = None
     batch_size: int = 32
-    normalize_punctuation: bool = True  # as the pipeline's tokenize stage (tokenize.normalize_punctuation)
+    normalize_punctuation: bool | None = None  # None: the checkpoint's tokenize.normalize_punctuation
+    unicode: str = "NFC"  # the checkpoint's data.unicode
+
+    def of_checkpoint(self, text: dict) -> "UserOptions":
+        """These options with what they leave open taken from the training text's settings (`text`, the
+        checkpoint's config["text"]; empty for a checkpoint written before it was recorded)."""
+        return replace(self, src_lang=self.src_lang or text.get("src_lang", "en"),
+                       tgt_lang=self.tgt_lang or text.get("tgt_lang", "fr"), unicode=text.get("unicode", "NFC"),
+                       normalize_punctuation=text.get("normalize_punctuation", True)
+                       if self.normalize_punctuation is None else self.normalize_punctuation)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One of a line's n-best translations: its text, each piece's (source units, output units, α or None), the
+    summed log-probability and the number of output tokens (</s> of every piece included)."""
+
+    text: str
+    pieces: list[tuple[list[str], list[str], object]]
+    score: float
+    length: int
+
+    @property
+    def per_word(self) -> float:
+        """Log-probability per output token: what length-normalised beam search ranks by (0 for an empty line)."""
+        return self.score / self.length if self.length else 0.0
 
 
 @dataclass
@@ -67,9 +92,9 @@ class Notes:
                 log.warning("%d of %d lines %s: line %s", len(found), lines, what, shown)
 
 
-def read_user_lines(path: str) -> Iterator[str]:
-    """The lines of `path` (or stdin for "-"), one at a time: BOM dropped, CR LF read as LF, NFC; invalid UTF-8
-    is an InputError naming the line."""
+def read_user_lines(path: str, form: str = "NFC") -> Iterator[str]:
+    """The lines of `path` (or stdin for "-"), one at a time: BOM dropped, CR LF read as LF, in Unicode form
+    `form` (data.unicode); invalid UTF-8 is an InputError naming the line."""
     name = "<stdin>" if path == "-" else path
     if path != "-" and not Path(path).exists():
         raise InputError(f"{path}: file not found")
@@ -80,7 +105,7 @@ def read_user_lines(path: str) -> Iterator[str]:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise InputError(f"{name}:{i}: invalid UTF-8 at byte {e.start} of the line") from None
-            yield normalise(text.removeprefix(BOM) if i == 1 else text, "NFC").rstrip("\n").rstrip("\r")
+            yield normalise(text.removeprefix(BOM) if i == 1 else text, form).rstrip("\n").rstrip("\r")
 
 
 def pieces(tokens: list[str], limit: int) -> list[list[str]]:
@@ -98,26 +123,22 @@ class UserTranslator:
     """A trained model and its vocabularies, translating chunks of raw lines."""
 
     def __init__(self, checkpoint: str, opts: UserOptions, src_vocab: str | None, tgt_vocab: str | None):
-        from rnnsearch.checkpoint import (
-            check_vocabs,
-            load_checkpoint,
-            model_of,
-            vocabs_of,
-        )
+        from rnnsearch.checkpoint import check_vocabs, load_checkpoint, model_of, vocabs_of
 
         state = load_checkpoint(checkpoint)  # read once: weights and vocabularies
-        self.model, _ = model_of(state, checkpoint)
+        self.model, config = model_of(state, checkpoint)
+        self.attends = config["model"].get("attention", "additive") != "none"
         self.sv, self.tv = vocabs_of(state, checkpoint) if "vocab" in state or not (src_vocab and tgt_vocab) else (
             Vocab.load(src_vocab), Vocab.load(tgt_vocab))
         if src_vocab or tgt_vocab:  # given files must be the ones the model was trained with
             given = {side: (f, Vocab.load(f)) for side, f in (("src", src_vocab), ("tgt", tgt_vocab)) if f}
             check_vocabs(state, checkpoint, **given)
-        self.opts, self.notes = opts, Notes()
+        self.opts, self.notes = opts.of_checkpoint(config.get("text", {})), Notes()
 
-    def translate(self, lines: list[str], first: int) -> list[list[tuple]]:
-        """Per line (numbered from `first`), its n-best translations, best first, each as (detokenized text,
-        source units, output units, α or None, log-probability); an empty line gets [("", …)]."""
-        from rnnsearch.data.text import detokenize_lines, tokenize_lines
+    def translate(self, lines: list[str], first: int) -> list[list[Row]]:
+        """Per line (numbered from `first`), its n-best translations, best first; an empty line gets one empty
+        Row."""
+        from rnnsearch.data.text import tokenize_lines
         from rnnsearch.decoding.search import translate_nbest
 
         o, sv = self.opts, self.sv
@@ -128,22 +149,23 @@ class UserTranslator:
                                      max_len_b=o.max_len_b, length_norm=o.length_norm, n_best=o.n_best))
         out = []
         for k, ps in enumerate(parts):
-            line_no, found = first + k, [next(nbest) for _ in ps]
+            found = [next(nbest) for _ in ps]
             if not ps:
-                out.append([("", [], [], None, 0.0)])
+                out.append([Row("", [], 0.0, 0)])
                 continue
-            self._note(line_no, ps, found)
-            rows = []
-            for r in range(min(len(h) for h in found)):  # the r-th best of every piece, joined
-                hyps = [h[r] for h in found]
-                words = [w for h in hyps for w in self.tv.decode(h.tokens)]
-                text = detokenize_lines([" ".join(words)], o.tgt_lang)[0]
-                single = len(ps) == 1
-                rows.append((normalise(text), sv.units(ps[0]) + ["</s>"] if single else [],
-                             self.tv.decode(hyps[0].tokens, units=True) + ["</s>"] if single else [],
-                             hyps[0].alpha if single else None, sum(h.score for h in hyps)))
-            out.append(rows)
+            self._note(first + k, ps, found)
+            out.append([self._row(ps, [h[r] for h in found]) for r in range(min(len(h) for h in found))])
         return out
+
+    def _row(self, ps: list[list[str]], hyps: list) -> Row:
+        """The r-th best of every piece of a line (`hyps`), joined."""
+        from rnnsearch.data.text import detokenize_lines
+
+        words = [w for h in hyps for w in self.tv.decode(h.tokens)]
+        text = detokenize_lines([" ".join(words)], self.opts.tgt_lang)[0]
+        units = [(self.sv.units(p) + ["</s>"], self.tv.decode(h.tokens, units=True) + ["</s>"], h.alpha)
+                 for p, h in zip(ps, hyps)]
+        return Row(normalise(text), units, sum(h.score for h in hyps), sum(len(h.tokens) for h in hyps))
 
     def _note(self, line_no: int, ps: list[list[str]], found: list) -> None:
         if len(ps) > 1:
@@ -162,39 +184,46 @@ def translate_user(checkpoint: str, input: str, output: str | None, opts: UserOp
     on stderr, with `heatmap_dir` as PNGs."""
     if opts.n_best > opts.beam:
         raise InputError(f"--n-best {opts.n_best} needs --beam of at least {opts.n_best} (got {opts.beam})")
+    if heatmap_dir and Path(heatmap_dir).exists() and not Path(heatmap_dir).is_dir():
+        raise InputError(f"--heatmap-dir {heatmap_dir}: not a directory (a file of that name exists)")
     translator = UserTranslator(checkpoint, opts, src_vocab, tgt_vocab)
-    lines = read_user_lines(input)
+    if (alignment or heatmap_dir) and not translator.attends:
+        raise InputError(f"{checkpoint}: this model has no alignment model (attention: none, as RNNencdec): "
+                         "--alignment and --heatmap-dir need a model with attention")
+    opts = translator.opts
+    lines = read_user_lines(input, opts.unicode)
     with atomic_path(output) if output else _stdout() as target, \
             (open(target, "w", encoding="utf-8", newline="\n") if output else _stdout_text()) as sink:
         n = 0
         while chunk := [line for _, line in zip(range(CHUNK), lines)]:
             for k, nbest in enumerate(translator.translate(chunk, n + 1)):
-                _emit(sink, n + k + 1, nbest, opts, checkpoint, alignment, heatmap_dir)
+                _emit(sink, n + k + 1, nbest, opts, alignment, heatmap_dir)
             sink.flush()
             n += len(chunk)
     translator.notes.report(n, opts)
 
 
-def _emit(sink, i: int, nbest: list[tuple], opts: UserOptions, checkpoint: str, alignment: bool,
-          heatmap_dir: str | None) -> None:
+def _emit(sink, i: int, nbest: list[Row], opts: UserOptions, alignment: bool, heatmap_dir: str | None) -> None:
+    """Line `i`'s translation (its n-best as Moses' `sentence ||| text ||| score ||| score per token`, the
+    sentence numbered from 0 as Moses does), and the alignment of each of its pieces."""
     if opts.n_best > 1:
-        for text, _, out, _, score in nbest:
-            sink.write(f"{i - 1} ||| {text} ||| {score:.4f} ||| {score / (len(out) - 1 or 1):.4f}\n")
+        for row in nbest:
+            sink.write(f"{i - 1} ||| {row.text} ||| {row.score:.4f} ||| {row.per_word:.4f}\n")
     else:
-        sink.write(nbest[0][0] + "\n")
-    text, src, out, alpha, _ = nbest[0]
-    if (alignment or heatmap_dir) and alpha is None and src:
-        raise InputError(f"{checkpoint}: this model has no alignment model (RNNencdec): no alignments")
-    if alpha is None:  # an empty line, or one translated in pieces: no single alignment to show
-        return
-    if alignment:
-        from rnnsearch.decoding.translate import alignment_text
+        sink.write(nbest[0].text + "\n")
+    pieces_ = nbest[0].pieces
+    for k, (src, out, alpha) in enumerate(pieces_, 1):
+        name = f"line {i}" + (f", n-best sentence {i - 1}" if opts.n_best > 1 else "") + \
+            (f", piece {k} of {len(pieces_)}" if len(pieces_) > 1 else "")
+        if alignment:
+            from rnnsearch.decoding.translate import alignment_text
 
-        print(f"[{i}]\n{alignment_text(alpha, src, out)}", file=sys.stderr)
-    if heatmap_dir:
-        from rnnsearch.evaluation.plots import alignment_figure
+            print(f"[{name}]\n{alignment_text(alpha, src, out)}", file=sys.stderr)
+        if heatmap_dir:
+            from rnnsearch.evaluation.plots import alignment_figure
 
-        alignment_figure(alpha.numpy(), src, out, f"sentence {i}", Path(heatmap_dir) / f"alignment_{i}.png")
+            suffix = f"_{k}" if len(pieces_) > 1 else ""
+            alignment_figure(alpha.numpy(), src, out, name, Path(heatmap_dir) / f"alignment_{i}{suffix}.png")
 
 
 class _stdout:

@@ -30,12 +30,7 @@ from rnnsearch.distributed import World, detect, process_device, process_group
 from rnnsearch.model import build_model
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
 from rnnsearch.settings import TrainConfig, last_full_lr_update
-from rnnsearch.textio import (
-    InputError,
-    Interrupted,
-    read_parallel,
-    write_json_atomic,
-)
+from rnnsearch.textio import InputError, Interrupted, read_parallel, write_json_atomic
 from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
 from rnnsearch.training.state import (
     TrainState,
@@ -66,7 +61,6 @@ def seed_everything(seed: int) -> None:
 
 def encode_corpus(src_lines: list[str], tgt_lines: list[str], src_vocab: Vocab, tgt_vocab: Vocab):
     return ([src_vocab.encode(s.split()) for s in src_lines], [tgt_vocab.encode(t.split()) for t in tgt_lines])
-
 
 
 def batch_nll(model, batch: Batch) -> torch.Tensor:
@@ -136,14 +130,17 @@ def validate(model, dev_src: list[list[int]], dev_tgt: list[list[int]], dev_src_
 
 
 def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src_train: str, tgt_train: str,
-              src_dev: str, tgt_dev: str, src_vocab_path: str, tgt_vocab_path: str, out_dir: str) -> dict:
+              src_dev: str, tgt_dev: str, src_vocab_path: str, tgt_vocab_path: str, out_dir: str,
+              text: dict | None = None) -> dict:
     """Train `name` with its resolved model config; everything goes under `out_dir`.
 
     Every `checkpoint_every` updates, and on SIGTERM/SIGINT, the whole state goes to `checkpoint.pt` (the last
     `keep_checkpoints` of them also stay as checkpoint-<update>.pt); running the same training again continues
     from there and ends with the same parameters as an uninterrupted run. Every `validate_every` updates and at
     the end, the dev set is scored; the best state by dev BLEU is kept (best-<update>.pt) and becomes `model.pt`.
-    With `patience` > 0, training stops after that many validations without a better dev BLEU.
+    With `patience` > 0, training stops after that many validations without a better dev BLEU. `text` (the
+    language pair, Unicode form and punctuation setting of the training text) goes into every checkpoint, for
+    translating a user's sentences the way the training text was prepared.
 
     Started by torchrun or srun as N processes (`rnnsearch.distributed`), it trains data-parallel: the
     same updates on the same global minibatches, each process computing the gradient of its share.
@@ -152,7 +149,7 @@ def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src
     device = process_device(resolve_device(train_cfg.device), world)
     with _stop_on_signals() as stop, process_group(world, device):  # a SIGTERM while the data loads: update 1
         training = Training(name, model_cfg, train_cfg, seed, (src_train, tgt_train), (src_dev, tgt_dev),
-                            (src_vocab_path, tgt_vocab_path), Path(out_dir), world, device)
+                            (src_vocab_path, tgt_vocab_path), Path(out_dir), world, device, text)
         training.loop(stop)
         return training.finish()
 
@@ -163,7 +160,7 @@ class Training:
 
     def __init__(self, name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, train: tuple[str, str],
                  dev: tuple[str, str], vocab_paths: tuple[str, str], out: Path, world: World = World(),
-                 device: torch.device | None = None):
+                 device: torch.device | None = None, text: dict | None = None):
         self.name, self.cfg, self.out, self.world = name, train_cfg, out, world
         seed_everything(seed)  # the same on every process: the same initial weights and minibatches
         torch.set_num_threads(train_cfg.threads)
@@ -180,7 +177,8 @@ class Training:
         batch_size, batch_tokens = train_cfg.batch_size * scale, train_cfg.batch_tokens * scale
         self.config = {"name": name, "model": model_cfg, "train": asdict(train_cfg), "seed": seed,
                        "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab), "global_batch": [batch_size,
-                                                                                                   batch_tokens]}
+                                                                                                   batch_tokens],
+                       **({"text": text} if text else {})}  # the training text's languages, Unicode, punctuation
         dtype = torch.float64 if train_cfg.precision == "fp64" else torch.float32
         self.model = build_model(model_cfg, len(src_vocab), len(tgt_vocab)).to(device, dtype)
         self.net = self.model if world.size == 1 else torch.nn.parallel.DistributedDataParallel(self.model)

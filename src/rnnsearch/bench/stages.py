@@ -1,0 +1,126 @@
+"""The benchmarks' stage records (not part of the default run) and the JoeyNMT experiment's: see
+`rnnsearch.stages` for the pipeline's and what a record is."""
+
+from __future__ import annotations
+
+import os
+
+from rnnsearch.stage import Stage, arg, at_least, required
+
+_BENCH_MODEL = (
+    arg("--size", default="paper", choices=["paper", "bench"], help="paper: App. A; bench: the peer's"),
+    arg("--batch", type=at_least(1), default=80, help="sentence pairs per update"),
+    arg("--steps", type=at_least(1), default=3, help="timed updates after two warm-up updates"),
+    arg("--threads", type=at_least(1), default=os.cpu_count(), help="torch threads"),
+    arg("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA where there is a GPU"),
+    arg("--seed", type=int, default=1234, help="seed of the weights and the random batches"),
+    arg("--out", required=True, help="the measurements (JSON)"),
+)
+_ARCHS = ["rnnsearch", "rnnencdec", "luong"]
+_BENCH_UPDATE = (  # one training update of a model at a size: bench-train, bench-profile
+    *_BENCH_MODEL, arg("--arch", default="rnnsearch", choices=_ARCHS, help="the model's preset"),
+    arg("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
+        help="tf32: float32 products on a GPU's TF32 tensor cores; bf16: autocast, as train.precision"),
+    arg("--length", type=at_least(1), default=50, help="words per sentence, each side (</s> added)"),
+)
+
+
+def _split_systems(specs: list[str]) -> list[tuple[str, str, str]]:
+    from rnnsearch.textio import InputError
+
+    if bad := [s for s in specs if s.count("=") != 2]:
+        raise InputError(f"--system {bad[0]!r}: expected NAME=HYP=STATS")
+    return [tuple(spec.split("=")) for spec in specs]
+
+
+BENCH_STAGES: tuple[Stage, ...] = (
+    Stage("bench-decode", "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
+          "rnnsearch.bench.speed:run_bench_decode",
+          lambda f, a, p: f(a.checkpoint, a.src, a.src_vocab, a.beams, p["decode"]["batch_size"],
+                            p["decode"]["max_len_a"], p["decode"]["max_len_b"], p["decode"]["threads"], a.out),
+          (*required({"--checkpoint": "a trained model", "--src": "the tokenized sentences to decode",
+                      "--src-vocab": "the source shortlist", "--out": "the measurements (JSON)"}),
+           arg("--beams", type=at_least(1), nargs="+", default=[1, 12], help="the beam widths timed, in turn")),
+          keys=("decode",), runs_model=True),
+    Stage("bench-train", "benchmark: training speed, utilisation and peak memory of one model size on random "
+          "batches", "rnnsearch.bench.speed:run_bench_train",
+          lambda f, a, p: f(a.arch, a.size, a.batch, a.length, a.steps, a.threads, a.device, a.seed, a.out,
+                            precision=a.precision),
+          _BENCH_UPDATE, params=False, runs_model=True),
+    Stage("bench-profile", "benchmark: where one training update's time goes (torch.profiler: operations, busy "
+          "and GEMM time, launch gap) and its arithmetic and launch floors", "rnnsearch.bench.profile:run_bench_profile",
+          lambda f, a, p: f(a.arch, a.size, a.batch, a.length, a.steps, a.threads, a.device, a.seed, a.precision,
+                            a.out),
+          _BENCH_UPDATE, params=False, runs_model=True),
+    Stage("bench-ddp", "benchmark: data-parallel training, 1 process against N under torchrun (gloo, this "
+          "machine's cores), and the projected 8-GPU all-reduce of a paper-size update", "rnnsearch.bench.ddp:run_bench_ddp",
+          lambda f, a, p: f(a.size, a.batch, a.length, a.steps, a.threads, a.processes, a.out),
+          (*(x for x in _BENCH_MODEL if x.flags[0] not in ("--device", "--seed")),
+           arg("--length", type=at_least(1), default=50, help="words per sentence, each side (</s> added)"),
+           arg("--processes", type=at_least(1), default=2, help="data-parallel processes, --threads / N threads each")),
+          params=False, runs_model=True),
+    Stage("bench-scaling", "benchmark: training time and memory per update against sentence length (10-80 words)",
+          "rnnsearch.bench.speed:run_bench_scaling",
+          lambda f, a, p: f(a.archs, a.size, a.lengths, a.batch, a.steps, a.threads, a.device, a.seed, a.out,
+                            a.figure),
+          (*_BENCH_MODEL, arg("--archs", nargs="+", default=["rnnsearch", "rnnencdec"], choices=_ARCHS,
+                              help="the presets timed"),
+           arg("--lengths", type=at_least(1), nargs="+", default=[10, 20, 40, 60, 80],
+               help="sentence lengths (words, each side)"),
+           arg("--figure", required=True, help="PNG: time and memory per update against length")),
+          params=False, runs_model=True),
+    Stage("bench-data", "benchmark: tokenization throughput per core and shortlist memory on real text; WMT'14 "
+          "projection", "rnnsearch.bench.data:run_bench_data",
+          lambda f, a, p: f([tuple(r) for r in a.raw], [tuple(r) for r in a.pretokenized], a.out, a.md),
+          (arg("--raw", nargs=2, action="append", default=[], metavar=("LANG", "FILE"), help="raw text to tokenize"),
+           arg("--pretokenized", nargs=2, action="append", default=[], metavar=("LANG", "FILE"),
+               help="Moses-tokenized, XML-escaped text (the LIUM path)"),
+           arg("--out", required=True, help="JSON"), arg("--md", required=True, help="Markdown table")),
+          params=False),
+    Stage("bench-peer", "benchmark: training and fixed-length decoding side by side with JoeyNMT 2.3.0 "
+          "(A, B, A, B)", "rnnsearch.bench.peer:run_bench_peer",
+          lambda f, a, p: f(a.peer_script, a.peer_python, a.raw, a.datasets, a.updates, a.warmup, a.rounds,
+                            a.decode, a.threads, a.seed, a.out, a.md, a.peer_log),
+          (arg("--peer-script", required=True, help="the peer benchmark's script (peer_joeynmt.sh)"),
+           arg("--peer-python", required=True, help="a Python with JoeyNMT 2.3.0 (peer.python)"),
+           arg("--raw", required=True, help="the raw corpora the peer's prep_data.py reads"),
+           arg("--datasets", nargs="+", default=["multi30k", "europarl"], choices=["multi30k", "europarl"],
+               help="the corpora both systems train on"),
+           arg("--updates", type=at_least(1), default=60, help="training updates per run, the first --warmup untimed"),
+           arg("--warmup", type=at_least(0), default=10, help="untimed updates at the start of each run"),
+           arg("--rounds", type=at_least(1), default=2, help="alternations peer, ours (A, B, A, B, …)"),
+           arg("--decode", nargs="*", default=["greedy", "beam"], choices=["greedy", "beam"],
+               help="fixed-length decodes (beam: 12)"),
+           arg("--threads", type=at_least(1), default=2, help="torch threads of each system"),
+           arg("--seed", type=int, default=42, help="both systems' seed"),
+           arg("--out", required=True, help="the measurements (JSON)"), arg("--md", required=True, help="the Markdown table"),
+           arg("--peer-log", required=True, help="the output of the peer's runs")),
+          keys=("peer.python",), params=False, runs_model=True),
+    Stage("bench", "benchmark: the summary table of one `snakemake bench` run (training, scaling, JoeyNMT side by "
+          "side)", "rnnsearch.bench.speed:run_bench_summary",
+          lambda f, a, p: f(a.train, a.scaling, a.peer, a.out),
+          (arg("--train", nargs="+", required=True, help="bench-train JSON files"),
+           arg("--scaling", required=True, help="the bench-scaling JSON"),
+           arg("--peer", help="the bench-peer Markdown table"), arg("--out", required=True, help="the summary (Markdown)")),
+          params=False),
+    # the JoeyNMT experiment (rnnsearch.peer)
+    Stage("peer", "experiment: JoeyNMT 2.3.0 trained on our data for as long as peer.model trained, then decoded",
+          "rnnsearch.peer.experiment:run_peer",
+          lambda f, a, p: f(p["peer"]["python"], p["peer"]["config"], a.train_stats, a.train, a.dev, a.test,
+                            p["data.src"], p["data.tgt"], (p["vocab"]["src_size"], p["vocab"]["tgt_size"]),
+                            p["decode.beam"], p["train.threads"], p["seed"], a.out_dir),
+          (arg("--train-stats", required=True, help="train_stats.json of peer.model: its training time"),
+           *required({f"--{s}": f"the tokenized {s} files as a prefix: <prefix>.<src>, <prefix>.<tgt>"
+                      for s in ("train", "dev", "test")}),
+           arg("--out-dir", required=True, help="the peer's model, translations and statistics")),
+          keys=("seed", "peer", "vocab", "decode.beam", "train.threads", "data.src", "data.tgt"),
+          rules=("peer_joeynmt",), scripts=("peer/joeynmt_driver.py",)),
+    Stage("compare-peer", "experiment: sacreBLEU, chrF, training time and words/s of our models and the peer",
+          "rnnsearch.peer.experiment:run_compare",
+          lambda f, a, p: f(_split_systems(a.system), a.ref, a.out_dir),
+          (arg("--system", action="append", required=True, metavar="NAME=HYP=STATS",
+               help="a system's name, detokenized test translations and train/peer stats JSON"),
+           arg("--ref", required=True, help="the raw test references"),
+           arg("--out-dir", required=True, help="the folder of the comparison (comparison.md, .json)")),
+          rules=("peer",)),
+)
