@@ -158,3 +158,17 @@ def test_cli_and_snakemake_fail_at_start_naming_the_key(tmp_path):
     smk = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(overlay)], cwd=REPO,
                          capture_output=True, text=True)
     assert smk.returncode != 0 and "unknown key 'train.max_update'" in smk.stdout + smk.stderr
+
+
+@pytest.mark.parametrize("pair, message", [
+    (("de", "fr"), "'data.src', 'data.tgt': data.source synthetic generates English-like to French-like text, en-fr "
+                   "only, got de-fr (data.source local takes your own languages)"),
+    (("fr", "fr"), "'data.src', 'data.tgt': both are 'fr'; expected the source and the target language, two codes")])
+def test_the_language_pair_is_checked_against_the_source(pair, message, tmp_path):
+    """`data: {src: de}` with the embedded corpus passed check-params, then failed in the corpus job with
+    Snakemake's "might be due to filesystem latency"."""
+    overlay = tmp_path / "o.yaml"
+    overlay.write_text(yaml.safe_dump({"data": {"src": pair[0], "tgt": pair[1]}}))
+    with pytest.raises(cfg.ConfigError) as e:
+        cfg.load_params([REPO / "params.yaml", overlay])
+    assert message in str(e.value) and str(e.value).count("'data.src'") == 1

@@ -207,22 +207,7 @@ def _cross_checks(config: dict) -> list[str]:
         sizes = {**config["model"], **entry}
         switches = {**PRESETS[entry["arch"]], **entry, "n": sizes["n"]}
         problems += [f"'models.{name}': {p}" for p in check(switches)]
-    if config["data"]["source"] == "local" and "local" not in config["data"]:
-        problems.append("'data.local': data.source is 'local' but no files are given (data.local: {train, dev, test})")
-    if config["data"]["source"] == "multi30k":
-        from rnnsearch.data.corpus.multi30k import LANGS
-
-        pair = (config["data"]["src"], config["data"]["tgt"])
-        if not set(pair) <= set(LANGS) or pair[0] == pair[1]:
-            problems.append(f"'data.src', 'data.tgt': data.source multi30k has checksums recorded for {' and '.join(LANGS)} "
-                            f"only, got {pair[0]}-{pair[1]}")
-    if config["data"]["source"] == "wmt14":
-        from rnnsearch.data.corpus.wmt14 import LANGS
-
-        pair = (config["data"]["src"], config["data"]["tgt"])
-        if set(pair) != set(LANGS):
-            problems.append(f"'data.src', 'data.tgt': data.source wmt14 is English-French (en-fr or fr-en), got "
-                            f"{pair[0]}-{pair[1]}")
+    problems += _data_checks(config["data"])
     if config["vocab"]["kind"] == "sentencepiece" and config["aer"]["gold"] != "none":
         problems.append("'aer.gold': word alignments cannot score the attention of a subword model "
                         "(vocab.kind: sentencepiece); set aer.gold: none")
@@ -236,6 +221,31 @@ def _cross_checks(config: dict) -> list[str]:
     if edges != sorted(set(edges)):
         problems.append(f"'score.length_buckets': upper edges must increase strictly, got {edges}")
     return problems
+
+
+def _data_checks(data: dict) -> list[str]:
+    """The language pair against the source that provides it, and a local source's files."""
+    pair, source = (data["src"], data["tgt"]), data["source"]
+    where = f"got {pair[0]}-{pair[1]}"
+    if pair[0] == pair[1]:
+        return [f"'data.src', 'data.tgt': both are {pair[0]!r}; expected the source and the target language, two codes"]
+    if source == "synthetic" and pair != ("en", "fr"):
+        return [f"'data.src', 'data.tgt': data.source synthetic generates English-like to French-like text, en-fr "
+                f"only, {where} (data.source local takes your own languages)"]
+    if source == "local" and "local" not in data:
+        return ["'data.local': data.source is 'local' but no files are given (data.local: {train, dev, test})"]
+    if source == "multi30k":
+        from rnnsearch.data.corpus.multi30k import LANGS
+
+        if not set(pair) <= set(LANGS):
+            return [f"'data.src', 'data.tgt': data.source multi30k has checksums recorded for {' and '.join(LANGS)} "
+                    f"only, {where}"]
+    if source == "wmt14":
+        from rnnsearch.data.corpus.wmt14 import LANGS
+
+        if set(pair) != set(LANGS):
+            return [f"'data.src', 'data.tgt': data.source wmt14 is English-French (en-fr or fr-en), {where}"]
+    return []
 
 
 def lookup(config: dict, dotted: str) -> Any:
