@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from rnnsearch.cli import main
-from rnnsearch.textio import read_lines
+from rnnsearch.textio import InputError, read_lines
 
 from .conftest import REPO
 
@@ -188,12 +188,37 @@ def test_figure3_a_is_the_configured_sentence(run: Path, tmp_path: Path, capsys,
     figures = ["figures", "--scores", str(run / "scores/rnnsearch-50.json"), "--attention",
                str(run / "tr/rnnsearch-50/attention.npz"), "--src", str(run / "tok/test.en"), "--hyp",
                str(run / "tr/rnnsearch-50/test.hyp.tok"), "--nounk", str(run / "tr/rnnsearch-50/nounk.json")]
-    for line, code in ((5, 0), (81, 2)):  # the tiny test set has 80 sentences
-        (tmp_path / "fig.yaml").write_text(f"figures: {{alignment_sentence: {line}}}\n")
-        assert main([*figures, *PARAMS, "--params", str(tmp_path / "fig.yaml"), "--out-dir", str(tmp_path)]) == code
+    (tmp_path / "fig.yaml").write_text("figures: {alignment_sentence: 5}\n")
+    assert main([*figures, *PARAMS, "--params", str(tmp_path / "fig.yaml"), "--out-dir", str(tmp_path)]) == 0
     assert drawn["alignment_a.png"] == "(a) test sentence 5" and drawn["alignment_b.png"] != "(b) test sentence 5"
+    assert "WARNING" not in capsys.readouterr().err  # every figure as asked: nothing to say
+
+    # A small test set (a user's own corpus) has no sentence as asked: the figures fall back and say so. The
+    # tiny test set has 80 sentences of at most 30 words.
+    drawn.clear()
+    (tmp_path / "fig.yaml").write_text("figures: {alignment_sentence: 81, alignment_min_len: 29, alignment_max_len: "
+                                       "30, alignment_samples: 3, long_min_len: 1000}\n")
+    assert main([*figures, *PARAMS, "--params", str(tmp_path / "fig.yaml"), "--out-dir", str(tmp_path)]) == 0
     err = capsys.readouterr().err
-    assert "'figures.alignment_sentence': 81 is not a line of" in err and "(80 sentences)" in err
+    assert "'figures.alignment_sentence' 81 is not a line of" in err and "(80 sentences)" in err
+    assert "Figure 3 (a) shows sentence 1 instead" in err and drawn["alignment_a.png"] == "(a) test sentence 1"
+    assert "Figure 3 (b…) shows" in err and "sentence(s) of 29-30 words without unknown words" in err
+    assert "alignment_long.png shows 1 of other lengths: the test set has 0 sentence(s) of 1000-1000000" in err
+    assert sorted(drawn) == ["alignment_a.png", "alignment_b.png", "alignment_c.png", "alignment_d.png",
+                             "alignment_long.png"]
+
+
+def test_figure3_falls_back_to_the_sentences_that_exist():
+    from rnnsearch.evaluation.plots import pick_alignment_sentences
+
+    src = ["a b c", "a b c d", "a", "a b c d e f g h", "a b"]
+    assert pick_alignment_sentences(src, [0, 1, 2, 3, 4], {0, 1, 2, 3, 4}, 3, 4, 2, 7) == ([0, 1], "")
+    chosen, note = pick_alignment_sentences(src, [0, 2, 3], {0, 1, 2, 3, 4}, 3, 4, 2, 7)
+    assert chosen == [0, 1] and note.startswith("1 with [UNK]: the test set has 1 sentence(s) of 3-4 words")
+    chosen, note = pick_alignment_sentences(src, [0, 1], {0, 2, 3, 4}, 3, 4, 3, 7)
+    assert chosen == [0, 2, 4] and note.startswith("2 of other lengths")  # the nearest lengths: 1 and 2 words
+    with pytest.raises(InputError, match="the test set is empty"):
+        pick_alignment_sentences([], [], set(), 3, 4, 1, 7)
 
 
 def test_malformed_text_inputs_name_the_file_and_line(run: Path, tmp_path: Path, capsys):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import pandas as pd  # noqa: E402
 
 from rnnsearch.evaluation.replicates import by_model  # noqa: E402
 from rnnsearch.textio import InputError, atomic_path, read_json, read_lines  # noqa: E402
+
+log = logging.getLogger("rnnsearch.figures")
 
 _STYLE = {"rnnsearch": "-", "rnnencdec": "--"}
 
@@ -101,12 +104,29 @@ def alignment_figure(alpha: np.ndarray, src: list[str], hyp: list[str], title: s
 
 
 def pick_alignment_sentences(src_tok: list[str], nounk_ids: list[int], have: set[int], lo: int, hi: int,
-                             k: int, seed: int) -> list[int]:
-    """Reproducible choice of test sentences of lo..hi source words with no unknown word."""
-    pool = [i for i in nounk_ids if i in have and lo <= len(src_tok[i].split()) <= hi]
-    if not pool:
-        raise InputError(f"no test sentence of {lo}-{hi} words without unknown words has an attention matrix")
-    return sorted(random.Random(seed).sample(pool, min(k, len(pool))))
+                             k: int, seed: int) -> tuple[list[int], str]:
+    """A reproducible choice of `k` test sentences with an attention matrix (`have`): of lo..hi source words
+    with no unknown word, as asked; where there are too few (a small test set), then of lo..hi words with [UNK],
+    then the nearest in length. The second value says what was taken instead ("" when nothing)."""
+    if not have:
+        raise InputError("no test sentence has an attention matrix: the test set is empty")
+    rng, nounk = random.Random(seed), set(nounk_ids)
+    in_range = [i for i in sorted(have) if lo <= len(src_tok[i].split()) <= hi]
+    clean = [i for i in nounk_ids if i in have and lo <= len(src_tok[i].split()) <= hi]  # nounk.json's order
+    chosen = rng.sample(clean, min(k, len(clean)))
+    with_unk = [i for i in in_range if i not in nounk]
+    chosen += rng.sample(with_unk, min(k - len(chosen), len(with_unk)))
+    unk = len(chosen) - min(k, len(clean))
+    nearest = sorted(set(have) - set(in_range), key=lambda i: (max(lo - len(src_tok[i].split()),
+                                                                   len(src_tok[i].split()) - hi), i))
+    chosen += nearest[: k - len(chosen)]
+    other = k - min(k, len(in_range))
+    while len(chosen) < k:  # fewer sentences than figures: show some twice
+        chosen.append(chosen[len(chosen) % len(have)])
+    said = [f"{unk} with [UNK]" if unk else "", f"{other} of other lengths" if other else ""]
+    note = ", ".join(x for x in said if x)
+    return sorted(chosen), (f"{note}: the test set has {len(clean)} sentence(s) of {lo}-{hi} words without "
+                            f"unknown words" if note else "")
 
 
 def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_tok_path: str,
@@ -123,15 +143,19 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
     with np.load(attention) as npz:
         alphas = {int(k): npz[k].astype(np.float32) for k in npz.files if k.isdigit()}
         units = {k: npz[k].tolist() for k in npz.files if not k.isdigit()}  # pieces of a subword vocabulary
-    chosen = pick_alignment_sentences(src_tok, read_json(nounk_path)["ids"], set(alphas) - {fig_cfg["alignment_sentence"] - 1},
-                                      fig_cfg["alignment_min_len"], fig_cfg["alignment_max_len"],
-                                      fig_cfg["alignment_samples"], seed)
-    long = pick_alignment_sentences(src_tok, read_json(nounk_path)["ids"], set(alphas), fig_cfg["long_min_len"],
-                                    10**6, 1, seed)
-    fixed = fig_cfg["alignment_sentence"] - 1
+    nounk, fixed = read_json(nounk_path)["ids"], fig_cfg["alignment_sentence"] - 1
     if fixed not in alphas:
-        raise InputError(f"'figures.alignment_sentence': {fixed + 1} is not a line of {src_tok_path} "
-                         f"({len(src_tok)} sentences) with an attention matrix in {attention}")
+        log.warning("figures: 'figures.alignment_sentence' %d is not a line of %s (%d sentences) with an attention "
+                    "matrix; Figure 3 (a) shows sentence %d instead", fixed + 1, src_tok_path, len(src_tok),
+                    min(alphas) + 1)
+        fixed = min(alphas)
+    chosen, note = pick_alignment_sentences(src_tok, nounk, set(alphas) - {fixed}, fig_cfg["alignment_min_len"],
+                                            fig_cfg["alignment_max_len"], fig_cfg["alignment_samples"], seed)
+    if note:
+        log.warning("figures: Figure 3 (b…) shows %s ('figures.alignment_min_len', 'alignment_max_len')", note)
+    long, long_note = pick_alignment_sentences(src_tok, nounk, set(alphas), fig_cfg["long_min_len"], 10**6, 1, seed)
+    if long_note:
+        log.warning("figures: alignment_long.png shows %s ('figures.long_min_len')", long_note)
     written = []
     for letter, i in [*zip("abcdefghijklmnopqrstuvwxyz", [fixed, *chosen]), ("long", long[0])]:
         src = units.get(f"src.{i}", src_tok[i].split() + ["</s>"])
@@ -142,6 +166,8 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
                              f"from {hyp_tok_path} and {src_tok_path}")
         path = out / f"alignment_{letter}.png"
         title = f"({letter}) test sentence {i + 1}" if letter != "long" else f"a long test sentence ({i + 1})"
+        if "[UNK]" in " ".join(hyp) or (i not in nounk and letter != "a"):
+            title += " (with [UNK])"
         alignment_figure(alpha, src, hyp, title, path)
         written.append(str(path))
     return written
