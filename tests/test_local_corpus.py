@@ -72,3 +72,14 @@ def test_real_europarl_sample_with_its_empty_lines(shared_data, tmp_path):
     s = stats["train"]
     assert s["lines"] == 20000 and s["dropped_empty"] >= 1 and s["pairs"] == s["lines"] - s["dropped_empty"]
     assert len((tmp_path / "train.en").read_text(encoding="utf-8").splitlines()) == s["pairs"]
+
+
+def test_the_data_report_says_why_the_corpus_stage_dropped_pairs(files, tmp_path):
+    """The corpus row's "why" was empty where corpus.json said dropped_empty."""
+    from rnnsearch.data.report import _steps
+
+    stats = run_local_corpus(local(files), "en", "fr", tmp_path / "out")
+    clean = {"pairs_in": 4, "pairs": 4, "dropped_empty": 0, "dropped_long": 0, "dropped_ratio": 0, "src_words": 12,
+             "tgt_words": 12}
+    row = _steps(stats, [clean], {})[0]
+    assert row["step"] == "corpus (raw training text)" and row["dropped"] == 1 and row["detail"] == "empty side 1"

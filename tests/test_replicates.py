@@ -61,6 +61,7 @@ def test_table1_gives_mean_sd_bootstrap_and_welch_over_three_replicates():
     assert pd.isna(att["No UNK (sacreBLEU)"]) and display.set_index("Model").loc["att", "No UNK (sacreBLEU)"] == "–"
     assert display.set_index("Model").loc["att", "All (tokenized BLEU)"] == "72.00 ± 2.00"
     assert any("Welch" in n for n in notes)
+    assert any("The test is two-sided" in n and "1/1001 = 0.0010" in n and "has p = 1." in n for n in notes)
     one, shown_one, _ = table1({m: runs[:1] for m, runs in groups.items()})
     assert "Welch p vs base" not in one and "Replicates" not in shown_one  # one replicate: the paper's table
     assert shown_one.set_index("Model").loc["att", "All (tokenized BLEU)"] == "70.00"

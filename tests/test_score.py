@@ -123,3 +123,28 @@ def test_real_text_sacrebleu_matches_the_sacrebleu_command(shared_data, tmp_path
                                          "bleu", "-tok", "none"], capture_output=True, text=True, check=True).stdout)
     assert round(tokenized_bleu(hyp_tok, ref_tok).score, 1) == float(out_tok["score"])
     assert tokenized_bleu(hyp_tok, ref_tok).score == pytest.approx(multi_bleu(hyp_tok, ref_tok), abs=1e-6)
+
+
+def test_table3_of_the_report_takes_figures_long_min_len():
+    """report.py had 30 words hard-coded: on Multi30k (long_min_len 25) the heading stood over an empty table."""
+    from rnnsearch.evaluation.report import table3
+
+    src = ["w " * 26, "w " * 5, "w " * 28, "w " * 3]
+    ref = ["r1", "r2", "r3", "r4"]
+    lines = table3(src, ref, {"m": ["h1", "h2", "h3", "h4"]}, 25)
+    assert [x for x in lines if x.startswith("**Sentence")] == ["**Sentence 1** (26 words)", "**Sentence 3** (28 words)"]
+    assert "- m: h3" in lines
+    lines = table3(src, ref, {"m": ["h1", "h2", "h3", "h4"]}, 40, k=2)
+    assert "No test sentence has 40 or more source words (`figures.long_min_len`); the 2 longest instead." in lines
+    assert [x for x in lines if x.startswith("**Sentence")] == ["**Sentence 1** (26 words)", "**Sentence 3** (28 words)"]
+
+
+def test_a_system_of_the_baselines_bleu_gets_p_one_and_the_note_says_how_to_read_p():
+    """Two systems both at 0.00 BLEU showed p = 0.0099 (sacreBLEU's floor, 1/(n+1)), read as a significant
+    difference."""
+    from rnnsearch.evaluation.tables import paired_bootstrap
+
+    refs = [f"the cat number {i} sleeps on the mat" for i in range(30)]
+    nothing = ["x y z"] * 30
+    p = paired_bootstrap(["base", "same", "good"], [nothing, list(nothing), refs], refs, 100)
+    assert p["same"] == 1.0 and p["good"] == pytest.approx(1 / 101)

@@ -73,8 +73,11 @@ def _stream_counts(path: str, vocab: Vocab) -> tuple[Counter, int, int]:
 def _steps(corpus: dict, clean: list[dict], filters: dict[int, dict]) -> list[dict]:
     rows = []
     t = corpus["train"]
+    why = {"dropped_empty": "empty side", "dropped_invalid_utf8": "invalid UTF-8"}
     rows.append({"step": "corpus (raw training text)", "pairs": t["pairs"], "src_words": t["src_words"],
-                 "tgt_words": t["tgt_words"], "dropped": t.get("lines", t["pairs"]) - t["pairs"]})
+                 "tgt_words": t["tgt_words"], "dropped": t.get("lines", t["pairs"]) - t["pairs"],
+                 "detail": ", ".join(f"{why.get(k, k.removeprefix('dropped_').replace('_', ' '))} {n:,}"
+                                     for k, n in t.items() if k.startswith("dropped_") and n)})
     total = {k: sum(s[k] for s in clean) for k in ("pairs_in", "pairs", "dropped_empty", "dropped_long",
                                                     "dropped_ratio", "src_words", "tgt_words")}
     rows.append({"step": f"tokenized and cleaned ({len(clean)} shards)", "pairs": total["pairs"],

@@ -23,14 +23,17 @@ def _write(numbers: pd.DataFrame, display: pd.DataFrame, stem: Path, notes: list
 
 def paired_bootstrap(names: list[str], hyps: list[list[str]], refs: list[str], samples: int) -> dict[str, float]:
     """p-values of sacreBLEU's paired bootstrap resampling (Koehn 2004) of each system against the first,
-    on tokenized BLEU."""
+    on tokenized BLEU. sacreBLEU's statistic is |ΔBLEU|, and p = (c + 1) / (samples + 1) with c the resamples
+    whose centred |ΔBLEU| exceeds the observed one: for two systems of equal BLEU it gives its smallest value,
+    1 / (samples + 1), though there is no difference at all; such a system gets p = 1."""
     from sacrebleu.metrics import BLEU
     from sacrebleu.significance import PairedTest
 
     test = PairedTest(list(zip(names, hyps)), {"BLEU": BLEU(tokenize="none", force=True)}, references=[refs],
                       test_type="bs", n_samples=samples)
     _, results = test()
-    return {name: r.p_value for name, r in zip(names[1:], results["BLEU"][1:])}
+    base = results["BLEU"][0].score
+    return {name: 1.0 if r.score == base else r.p_value for name, r in zip(names[1:], results["BLEU"][1:])}
 
 
 BLEU_COLUMNS = {"All (tokenized BLEU)": "bleu_tok_all", "No UNK (tokenized BLEU)": "bleu_tok_nounk",
@@ -103,8 +106,10 @@ def table1(groups: dict[str, list[dict]], p: dict | None = None,
     if p:
         notes.append(f"p vs {baseline}: sacreBLEU's paired bootstrap resampling ({samples} samples) of tokenized BLEU "
                      f"on All sentences against {baseline}, the first model of params.yaml's `models`"
-                     + (", replicate against replicate of the same index: the largest p." if len(groups[baseline]) > 1
-                        else "."))
+                     + (", replicate against replicate of the same index: the largest p" if len(groups[baseline]) > 1
+                        else "") + ". The test is two-sided (its statistic is the absolute BLEU difference): a small p "
+                     f"says the two differ, the BLEU columns say which is ahead; its smallest value is "
+                     f"1/{samples + 1} = {1 / (samples + 1):.4f}; a model of exactly the baseline's BLEU has p = 1.")
     if welch:
         notes.append(f"Welch p vs {baseline}: Welch's t-test (two-sided) of All tokenized BLEU across replicates.")
     return pd.DataFrame(rows), pd.DataFrame(display), notes
