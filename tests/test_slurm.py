@@ -21,7 +21,7 @@ from .conftest import repo_copy
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
-# The shipped profile installed as README says (as `slurm`, in $HOME/.config/snakemake), plus what a cluster without
+# The shipped profile installed as docs/cluster.md says (as `slurm`, in $HOME/.config/snakemake), plus what a cluster without
 # accounting needs (squeue, not sacct) and quick polling.
 SLURM = ["--profile", "slurm", "--slurm-status-command", "squeue",
          "--slurm-init-seconds-before-status-checks", "2", "--jobs", "4"]

@@ -1,0 +1,253 @@
+"""The documentation, tested: every `snakemake`, `dvc` and `rnnsearch` command of README.md and docs/*.md (code
+blocks, tables and inline code) is taken out and checked, so that a docs command that no longer works fails the
+suite.
+
+- `rnnsearch`: the stage exists, every option is one of its options (spelt out, not abbreviated), and every value
+  given passes the option's type and choices (the arguments after `…` are the reader's).
+- `dvc`: the subcommand exists; a stage named exists in dvc.yaml; `-S key=value` names a key of params.yaml (or a
+  new one with DVC's `+`) and the value passes the schema.
+- `snakemake`: dry-runs (`-n`) in a fresh copy of the repository and reads every config file it names (Snakemake
+  prints them). Files a reader makes first get a stand-in in the copy: an overlay the docs describe (`beam5.yaml`,
+  `FILE`) is empty, the user's own text that `workflow/configs/local.yaml` points at is an empty file, and
+  params.yaml gets the paths the reader sets before `peer` and the benchmarks (`peer.python`, `bench.*`).
+
+Inline fragments that are not commands (`rnnsearch <stage>`, `snakemake --configfile` without its file) are
+skipped, and counted.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rnnsearch import config as cfg
+from rnnsearch.cli import build_parser
+
+from .conftest import REPO
+
+BIN = Path(sys.executable).parent
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+TOOLS = ("snakemake", "dvc", "rnnsearch")
+DVC_COMMANDS = {("repro",), ("exp", "run"), ("exp", "show"), ("status",), ("push",), ("pull",), ("commit",),
+                ("metrics", "show"), ("plots", "show"), ("plots", "diff"), ("remote", "add"), ("remote", "modify")}
+
+
+@dataclass(frozen=True)
+class Command:
+    where: str  # file:line
+    words: tuple[str, ...]  # from the tool's name on
+
+    @property
+    def tool(self) -> str:
+        return Path(self.words[0]).name
+
+    def __str__(self) -> str:
+        return f"{self.where}: {' '.join(self.words)}"
+
+
+def _command(text: str, where: str) -> Command | None:
+    """The snakemake/dvc/rnnsearch command in one shell command (after `VAR=… `, a path, torchrun's `--`)."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    start = next((i for i, w in enumerate(words) if w in TOOLS or w.endswith(tuple(f"bin/{t}" for t in TOOLS))),
+                 None)
+    return None if start is None else Command(where, tuple(words[start:]))
+
+
+def _shell_lines(block: str) -> list[tuple[int, str]]:
+    """A code block's commands: continuation lines joined, comments dropped, split at &&, ; and |."""
+    out, pending, first = [], "", 0
+    for k, line in enumerate(block.splitlines()):
+        line = re.sub(r"(^|\s)#.*$", "", line).rstrip()
+        if not pending:
+            first = k
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        out += [(first, part) for part in re.split(r"&&|;|\|", pending + line) if part.strip()]
+        pending = ""
+    return out
+
+
+def doc_commands() -> list[Command]:
+    found = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        name = doc.relative_to(REPO)
+        for m in re.finditer(r"^```[a-z]*\n(.*?)^```", text, re.S | re.M):
+            line0 = text[: m.start(1)].count("\n") + 1
+            found += [c for k, part in _shell_lines(m.group(1)) if (c := _command(part, f"{name}:{line0 + k}"))]
+        prose = re.sub(r"^```.*?^```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S | re.M)
+        for m in re.finditer(r"`([^`]+)`", prose):  # a code span may run over a line end
+            code = " ".join(m.group(1).split())
+            if "\n\n" not in m.group(1) and code.split()[0] in TOOLS and len(code.split()) > 1:
+                line = prose[: m.start()].count("\n") + 1
+                found += [c for c in [_command(code, f"{name}:{line}")] if c]
+    return found
+
+
+def fragment(c: Command) -> bool:
+    """Not a command but a reference to one: a placeholder stage, or a flag without its value."""
+    return any(w.startswith("<") or w == "key=value" for w in c.words) or \
+        c.words[-1] in ("--configfile", "--config", "--profile")
+
+
+COMMANDS = doc_commands()
+CHECKED = [c for c in COMMANDS if not fragment(c)]
+
+
+def test_the_docs_hold_the_commands_this_test_checks():
+    counts = {tool: sum(c.tool == tool for c in CHECKED) for tool in TOOLS}
+    print(f"{len(CHECKED)} documented commands checked ({counts}); {len(COMMANDS) - len(CHECKED)} fragments "
+          f"skipped: {[' '.join(c.words) for c in COMMANDS if fragment(c)]}")
+    assert counts["snakemake"] >= 15 and counts["dvc"] >= 10 and counts["rnnsearch"] >= 8, counts
+
+
+def check_rnnsearch(c: Command) -> None:
+    stages = build_parser()._subparsers._group_actions[0].choices
+    stage = c.words[1]
+    assert stage in stages, f"{c}: no stage {stage!r}"
+    parser = stages[stage]
+    options = {s: a for a in parser._actions for s in a.option_strings}
+    words = list(c.words[2:])
+    words = words[: words.index("…")] if "…" in words else words
+    k = 0
+    while k < len(words):
+        flag = words[k].split("=")[0]
+        assert flag in options, f"{c}: {flag!r} is not an option of `rnnsearch {stage}`"
+        action, k = options[flag], k + 1
+        if action.nargs == 0:
+            continue
+        values = [words[k - 1].split("=", 1)[1]] if "=" in words[k - 1] else []
+        while not values and k < len(words) and not words[k].startswith("--"):
+            values.append(words[k])
+            k += 1
+        if values:
+            parser._get_values(action, values)
+
+
+def check_dvc(c: Command) -> None:
+    words = c.words[1:]
+    sub = next((s for s in DVC_COMMANDS if tuple(words[: len(s)]) == s), None)
+    assert sub is not None, f"{c}: not a dvc command this project uses"
+    rest = list(words[len(sub):])
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    params = cfg.load_params([REPO / "params.yaml"])
+    while rest:
+        word = rest.pop(0)
+        if word == "-S":
+            key, value = rest.pop(0).split("=", 1)
+            new = key.startswith("+")
+            key = key.lstrip("+")
+            *parents, leaf = key.split(".")
+            node = params
+            for p in parents:
+                assert isinstance(node.get(p), dict), f"{c}: params.yaml has no section {p!r} of {key!r}"
+                node = node[p]
+            assert (leaf in node) != new, f"{c}: {key!r} {'is' if new else 'is not'} in params.yaml" + (
+                " (DVC wants `+` for a new key)" if not new else " (no `+` for a key it has)")
+            node[leaf] = yaml.safe_load(value)
+            cfg.validate(params, source=str(c))
+        elif not word.startswith("-") and sub == ("repro",):
+            assert word in stages, f"{c}: dvc.yaml has no stage {word!r}"
+
+
+@pytest.mark.parametrize("command", [c for c in CHECKED if c.tool != "snakemake"], ids=str)
+def test_a_documented_rnnsearch_or_dvc_command_is_valid(command: Command):
+    (check_rnnsearch if command.tool == "rnnsearch" else check_dvc)(command)
+
+
+@pytest.fixture(scope="module")
+def fresh_copy(tmp_path_factory) -> Path:
+    """The repository's files as a clone has them, params.yaml as shipped but for the paths a reader sets."""
+    dest = tmp_path_factory.mktemp("docs")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        if (REPO / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            (dest / f).write_bytes((REPO / f).read_bytes())
+    params = (dest / "params.yaml").read_text()
+    for key in ("python", "data", "peer"):  # peer.python, bench.data, bench.peer: set by the reader first
+        params = re.sub(rf"^(  {key}:\s+)null", rf"\g<1>{dest / 'reader'}", params, count=1, flags=re.M)
+    (dest / "params.yaml").write_text(params)
+    (dest / "beam5.yaml").write_text("decode: {beam: 5}\n")  # as docs/ablations.md describes it
+    profiles = dest / ".config" / "snakemake"  # docs/cluster.md's first step: the profile installed as `slurm`
+    profiles.mkdir(parents=True)
+    (profiles / "slurm").symlink_to(dest / "workflow" / "profiles" / "slurm")
+    return dest
+
+
+def reader_files(words: list[str], ws: Path) -> None:
+    """Stand-ins for what the reader makes before running a command: an overlay the docs describe but do not
+    ship (gpus4.yaml, joeynmt.yaml) is empty; the text files an overlay points at (data.local, extra_tests)
+    are empty files."""
+    files = [w for w in words if w.endswith((".yaml", ".yml"))]
+    for name in files:
+        if not (ws / name).exists():
+            (ws / name).write_text("{}\n")
+        overlay = yaml.safe_load((ws / name).read_text()) or {}
+        data = overlay.get("data", {})
+        pair = (data.get("src", "en"), data.get("tgt", "fr"))
+        prefixes = [*(data.get("local") or {}).values(), *(overlay.get("extra_tests") or {}).values()]
+        for prefix in prefixes:
+            for lang in pair if not prefix.startswith("results/") else ():
+                (ws / f"{prefix}.{lang}").parent.mkdir(parents=True, exist_ok=True)
+                (ws / f"{prefix}.{lang}").touch()
+
+
+def snakemake_dry_run(c: Command, ws: Path) -> str:
+    words = [w if w != "FILE" else "beam5.yaml" for w in c.words[1:]]
+    if "--report" in words:  # a report needs results: the same workflow and config files, dry-run
+        i = words.index("--report")
+        del words[i : i + 2]
+    reader_files(words, ws)
+    for _ in range(3):
+        p = subprocess.run([str(BIN / "snakemake"), "-n", *words], cwd=ws, capture_output=True, text=True,
+                           env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
+        out = p.stdout + p.stderr
+        missing = re.findall(r"^ {4,}(\S+)$", out.split("Missing input files")[1], re.M) \
+            if "MissingInputException" in out else []
+        missing = [ws / f for f in missing if not (ws / f).resolve().is_relative_to(ws / "results") and ":" not in f]
+        if not missing:
+            break
+        for f in missing:  # the reader's own files: text (local.yaml), the peer benchmark's scripts
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.touch()
+    assert p.returncode == 0 and "This was a dry-run" in p.stdout, f"{c}:\n{out[-3000:]}"
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted({c.words: c for c in CHECKED if c.tool == "snakemake"}.values(),
+                                           key=str), ids=str)
+def test_a_documented_snakemake_command_dry_runs_with_every_config_file_it_names(command: Command,
+                                                                                  fresh_copy: Path):
+    out = snakemake_dry_run(command, fresh_copy)
+    words = [w if w != "FILE" else "beam5.yaml" for w in command.words]
+    named = set()
+    for k, w in enumerate(words):
+        if w in ("--configfile", "--configfiles"):
+            named |= {str((fresh_copy / f).resolve()) for f in
+                      [*(x for x in words[k + 1 :] if not x.startswith("-"))][: len(words)]
+                      if f.endswith((".yaml", ".yml"))}
+    read = set(re.findall(r"PosixPath\('([^']+)'\)", out.split("Config file(s):")[1].split("\n")[0])) \
+        if "Config file(s):" in out else set()
+    assert named <= {str(Path(f).resolve()) for f in read}, f"{command}: Snakemake read {sorted(read)}"
+
+
+def test_the_two_flag_form_of_an_overlay_on_a_preset_fails_the_docs_check(fresh_copy: Path):
+    """Snakemake keeps only the last --configfile flag: the form docs/ablations.md once gave ran the default."""
+    bad = Command("docs/ablations.md:16", ("snakemake", "--configfile", "workflow/configs/paper.yaml",
+                                           "--configfile", "beam5.yaml"))
+    with pytest.raises(AssertionError, match="--configfile given 2 times: Snakemake reads only the files of the last"):
+        snakemake_dry_run(bad, fresh_copy)
