@@ -251,3 +251,25 @@ def test_the_two_flag_form_of_an_overlay_on_a_preset_fails_the_docs_check(fresh_
                                            "--configfile", "beam5.yaml"))
     with pytest.raises(AssertionError, match="--configfile given 2 times: Snakemake reads only the files of the last"):
         snakemake_dry_run(bad, fresh_copy)
+
+
+def test_update_counts_the_docs_give_for_a_preset_are_its_own_or_dated():
+    """docs/results.md said the local.yaml run trained RNNsearch 2,000 updates where check-params shows 2,400:
+    a paragraph that gives a preset's update counts either matches the preset or names the commit it measured."""
+    checked = 0
+    for doc in DOCS:
+        for paragraph in doc.read_text(encoding="utf-8").split("\n\n"):
+            if re.search(r"\bcommit [0-9a-f]{7}", paragraph):  # a dated run: its settings were those of then
+                continue
+            for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z`])", paragraph):
+                presets = set(re.findall(r"workflow/configs/(\w+)\.yaml", sentence))
+                stated = {int(n.replace(",", "")) for n in re.findall(r"\b(\d[\d,]*) updates\b", sentence)}
+                if len(presets) != 1 or not stated:
+                    continue
+                preset = presets.pop()
+                config = cfg.load_params([REPO / "params.yaml", REPO / "workflow" / "configs" / f"{preset}.yaml"])
+                actual = {cfg.train_config(config, m).max_updates for m in config["models"]}
+                assert stated <= actual, f"{doc.name}: {sorted(stated)} updates for {preset}.yaml, which trains " \
+                                         f"{sorted(actual)}: {sentence[:300]}"
+                checked += 1
+    print(f"{checked} undated paragraphs with a preset's update counts checked")
