@@ -305,6 +305,10 @@ def test_dvc_exp_run_with_two_processes_stops_naming_the_setting(workspace: Path
     cannot start two processes, so the training stops before any work, saying how to start them."""
     params, model = workspace / "params.yaml", workspace / "results/models/rnnencdec-30/replicate1/model.pt"
     original, trained = params.read_text(), model.read_bytes()
+    for key, value in (("user.name", "t"), ("user.email", "t@t")):  # DVC stashes the workspace with git
+        sh(["git", "config", key, value], workspace)
+    sh(["git", "add", "-A"], workspace)
+    sh(["git", "commit", "--allow-empty", "-qm", "before two processes"], workspace)
     try:
         run = sh([str(BIN / "dvc"), "exp", "run", "-S", "train.processes=2"], workspace, check=False)
         out = run.stdout + run.stderr
