@@ -32,14 +32,7 @@ from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
 from rnnsearch.settings import TrainConfig, last_full_lr_update
 from rnnsearch.textio import InputError, Interrupted, read_parallel, write_json_atomic
 from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
-from rnnsearch.training.state import (
-    TrainState,
-    best_path,
-    keep_last,
-    link,
-    prune_best,
-    start_or_resume,
-)
+from rnnsearch.training.state import TrainState, best_path, keep_last, link, prune_best, start_or_resume
 
 log = logging.getLogger("rnnsearch.train")
 
