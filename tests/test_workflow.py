@@ -303,8 +303,8 @@ def test_dvc_exp_run_sets_the_number_of_replicates(workspace: Path):
 def test_dvc_exp_run_with_two_processes_stops_naming_the_setting(workspace: Path):
     """dvc.yaml's commands are fixed when `rnnsearch dvc-yaml` writes them: `dvc exp run -S train.processes=2`
     cannot start two processes, so the training stops before any work, saying how to start them."""
-    params, model = workspace / "params.yaml", workspace / "results/models/rnnencdec-30/replicate1/model.pt"
-    original, trained = params.read_text(), model.read_bytes()
+    params = workspace / "params.yaml"
+    original = params.read_text()
     for key, value in (("user.name", "t"), ("user.email", "t@t")):  # DVC stashes the workspace with git
         sh(["git", "config", key, value], workspace)
     sh(["git", "add", "-A"], workspace)
@@ -314,6 +314,6 @@ def test_dvc_exp_run_with_two_processes_stops_naming_the_setting(workspace: Path
         out = run.stdout + run.stderr
         assert run.returncode != 0 and "'train.processes' is 2, but 1 process was started (no launcher)" in out, out
         assert "run `rnnsearch dvc-yaml` again" in out and "Traceback" not in out
-        assert model.read_bytes() == trained
+        assert "Running stage 'translate_" not in out  # it stopped at the first training
     finally:
         params.write_text(original)
