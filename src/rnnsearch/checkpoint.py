@@ -3,7 +3,6 @@ and loaded with `weights_only=True` (loading never executes code)."""
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 import zipfile
 from pathlib import Path
@@ -38,8 +37,7 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict:
         raise InputError(f"{path}: checkpoint not found")
     expected = "expected model.pt or checkpoint.pt of `rnnsearch train`"
     if path.is_dir() or not zipfile.is_zipfile(path):
-        with open(path, "rb") if path.is_file() else contextlib.nullcontext(None) as f:
-            truncated = f is not None and f.read(4) == b"PK\x03\x04"  # a zip archive's start, without its end
+        truncated = path.is_file() and _head(path) == b"PK\x03\x04"  # a zip archive's start, without its end
         raise InputError(f"{path}: " + ("a damaged or truncated checkpoint (its zip archive has no end)" if truncated
                                         else "not an rnnsearch checkpoint (not a file written by torch.save)")
                          + f"; {expected}")
@@ -55,6 +53,11 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict:
         raise InputError(f"{path}: not an rnnsearch checkpoint (a PyTorch file without the model and config that "
                          f"`rnnsearch train` writes); {expected}")
     return state
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(4)
 
 
 def vocabs_of(state: dict, path: str | Path) -> tuple[Vocab, Vocab]:

@@ -127,7 +127,6 @@ class UserTranslator:
 
         state = load_checkpoint(checkpoint)  # read once: weights and vocabularies
         self.model, config = model_of(state, checkpoint)
-        self.attends = config["model"].get("attention", "additive") != "none"
         self.sv, self.tv = vocabs_of(state, checkpoint) if "vocab" in state or not (src_vocab and tgt_vocab) else (
             Vocab.load(src_vocab), Vocab.load(tgt_vocab))
         if src_vocab or tgt_vocab:  # given files must be the ones the model was trained with
@@ -187,7 +186,7 @@ def translate_user(checkpoint: str, input: str, output: str | None, opts: UserOp
     if heatmap_dir and Path(heatmap_dir).exists() and not Path(heatmap_dir).is_dir():
         raise InputError(f"--heatmap-dir {heatmap_dir}: not a directory (a file of that name exists)")
     translator = UserTranslator(checkpoint, opts, src_vocab, tgt_vocab)
-    if (alignment or heatmap_dir) and not translator.attends:
+    if (alignment or heatmap_dir) and translator.model.attention is None:  # as the aer stage tells it
         raise InputError(f"{checkpoint}: this model has no alignment model (attention: none, as RNNencdec): "
                          "--alignment and --heatmap-dir need a model with attention")
     opts = translator.opts
