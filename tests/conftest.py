@@ -1,11 +1,12 @@
-"""Shared fixtures: the repository root, the tiny config, a tiny trained pipeline built through the stage
-functions (no Snakemake), and the real data in ../shared/data when it is there."""
+"""Shared fixtures: the repository root, the tiny config, the tiny DAG built once per test run by Snakemake,
+and the real data in ../shared/data when it is there."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,24 @@ import yaml
 from rnnsearch import config as cfg
 
 REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # rnnsearch, snakemake, dvc and torchrun of this environment
 SHARED_DATA = Path(os.environ.get("RNNSEARCH_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+# Under pytest-xdist (README's test command: two workers, `--dist loadfile`), each test file runs on one worker,
+# so that its module fixtures are built once and its tests keep their order. The files of long whole-pipeline runs
+# go first: the Slurm tests (waiting on Slurm's queue, mostly) on one worker while the other runs the rest.
+LONG_FIRST = ("test_slurm.py", "test_workflow.py", "test_peer.py", "test_multi30k.py", "test_docs.py",
+              "test_sentencepiece.py", "test_wmt14.py", "test_resume.py", "test_distributed.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `cuda` skip with the reason where PyTorch sees no GPU."""
+    """The files of LONG_FIRST first, in that order; tests marked `cuda` skip with the reason where PyTorch sees
+    no GPU."""
     import torch
 
+    rank = {name: k for k, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))  # stable: the rest keep their order
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason=f"needs a CUDA GPU; torch {torch.__version__} sees none")
@@ -68,4 +80,48 @@ def repo_copy(dest: Path, overrides: dict | None = None) -> Path:
                          "overrides")
     cfg.validate(merged)
     (dest / "params.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
+    return dest
+
+
+def run(args: list, cwd: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    """A command of this environment (`snakemake`, `dvc`, `rnnsearch`, ...) in `cwd`, with $HOME=cwd as a user's
+    clone would see it; with `check`, a failure shows the ends of both streams."""
+    env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(cwd), "PYTHONUNBUFFERED": "1", **kw.pop("env", {})}
+    p = subprocess.run([str(BIN / args[0]) if (BIN / args[0]).exists() else args[0], *map(str, args[1:])], cwd=cwd,
+                       capture_output=True, text=True, env=env, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, args))} failed ({p.returncode}):\n{p.stdout[-3000:]}\n"
+                             f"{p.stderr[-3000:]}")
+    return p
+
+
+@pytest.fixture(scope="session")
+def tiny_dag(tmp_path_factory) -> Path:
+    """The whole DAG, `snakemake --cores 2` in a copy of the repository with the tiny config and two replicates of
+    each model, built once per test run (by the first pytest-xdist worker that asks; the other waits for it).
+    Tests only read it; a test that changes or extends it works in `dag_copy(tiny_dag, ...)`."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above each worker's own
+    ws, done = shared / "tiny_dag", shared / "tiny_dag.built"
+    with FileLock(str(shared / "tiny_dag.lock")):
+        if not done.exists():
+            shutil.rmtree(ws, ignore_errors=True)
+            ws.mkdir()
+            run(["snakemake", "--cores", "2"], repo_copy(ws, {"replicates": 2}))
+            done.touch()
+    return ws
+
+
+def dag_copy(dag: Path, dest: Path, overrides: dict | None = None) -> Path:
+    """A copy of a built DAG in `dest` (times kept, so Snakemake finds its outputs up to date), with `overrides`
+    merged into its params.yaml."""
+    shutil.copytree(dag, dest, symlinks=True, dirs_exist_ok=True)
+    if overrides:
+        params = dest / "params.yaml"
+        merged = cfg.overlay(cfg.load_params([params]), overrides, "overrides")
+        cfg.validate(merged)
+        params.write_text(yaml.safe_dump(merged, sort_keys=False))
     return dest

@@ -120,6 +120,7 @@ def test_removing_an_entry_has_its_own_spelling_and_null_is_a_value(tmp_path):
                                                                                  "train_max_len": 30, "n": 8}
 
 
+@pytest.mark.slow
 def test_a_copy_of_params_yaml_is_an_overlay(tmp_path):
     """A verbatim copy of params.yaml with one value changed (nulls and all): check-params prints params.yaml
     with that value, and Snakemake plans with it, also with the base file listed before a preset."""

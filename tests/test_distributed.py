@@ -27,7 +27,7 @@ from rnnsearch.textio import EXIT_INTERRUPTED
 from .test_resume import data  # noqa: F401  (the session's tokenized synthetic corpus)
 
 BIN = Path(sys.executable).parent
-UPDATES = 200
+UPDATES = 100
 TOLERANCE = 1e-6
 
 
@@ -76,6 +76,7 @@ def one_process(data: Path, params: Path) -> Path:  # noqa: F811
     return out
 
 
+@pytest.mark.slow
 def test_two_processes_under_torchrun_take_the_updates_of_one(data: Path, params2: Path, one_process: Path):  # noqa: F811
     out = data / "fp64-torchrun"
     p = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", "--",
@@ -103,6 +104,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_both_processes_at_one_checkpoint_and_one_process_resumes(data: Path, params: Path,  # noqa: F811
                                                                                  params2: Path, one_process: Path):
     """The processes are started with the environment torchrun gives them (RANK, WORLD_SIZE, MASTER_ADDR, …),
@@ -137,6 +139,7 @@ def test_sigterm_stops_both_processes_at_one_checkpoint_and_one_process_resumes(
     assert difference <= TOLERANCE, f"2 processes, stopped, then 1 process end {difference:.3g} away from 1 process"
 
 
+@pytest.mark.slow
 def test_the_data_parallel_benchmark_times_each_configuration_under_torchrun(tmp_path: Path):
     from rnnsearch.bench.ddp import run_bench_ddp
 
@@ -154,6 +157,7 @@ def test_the_data_parallel_benchmark_times_each_configuration_under_torchrun(tmp
     assert nvlink["allreduce_s"] < ethernet["allreduce_s"] and ethernet["speedup_no_overlap"] < nvlink["speedup_no_overlap"] <= 8
 
 
+@pytest.mark.slow
 def test_a_translation_of_two_processes_writes_what_one_process_writes(data: Path, params: Path,  # noqa: F811
                                                                         params2: Path, one_process: Path):
     """decode.processes: each process beam-searches every other sentence; process 0 gathers and writes."""
@@ -179,6 +183,7 @@ def test_a_translation_of_two_processes_writes_what_one_process_writes(data: Pat
         assert all(np.allclose(a[k], b[k], atol=2e-3) for k in a.files)  # float16; batches of other shapes
 
 
+@pytest.mark.slow
 def test_a_setting_of_two_processes_started_as_one_stops_before_any_work(data: Path, params2: Path,  # noqa: F811
                                                                           one_process: Path):
     """train.processes / decode.processes: 2 without a launcher: exit 2, the setting, the number found and the

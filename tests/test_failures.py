@@ -43,6 +43,7 @@ def _with_train(data: Path, tmp_path: Path, **train) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_a_diverging_training_stops_and_writes_no_model(data: Path, tmp_path: Path):
     d = _with_train(data, tmp_path, optimizer="adadelta", lr=1e6)  # the paper's optimizer, as in params.yaml
     out = tmp_path / "out"
@@ -60,6 +61,7 @@ def test_a_diverging_training_stops_and_writes_no_model(data: Path, tmp_path: Pa
         assert f"the last checkpoint, {out / 'checkpoint.pt'}, is kept" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_damaged_checkpoint_gives_way_to_the_newest_readable_one(data: Path, reference: Path, tmp_path: Path):
     """checkpoint-<update>.pt files of an interrupted run, then checkpoint.pt truncated: the run resumes from
     the newest readable one and ends with the uninterrupted run's weights."""
@@ -88,6 +90,7 @@ def _limit_file_size():
     resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_saving_is_one_line_naming_the_file(data: Path, tmp_path: Path):
     out = tmp_path / "out"
     cmd = train_cmd(data, out)
@@ -99,6 +102,7 @@ def test_a_full_disk_while_saving_is_one_line_naming_the_file(data: Path, tmp_pa
     assert not (out / "checkpoint.pt").exists() and not list(out.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_a_finished_training_of_another_configuration_is_moved_aside_with_a_warning(data: Path, reference: Path,
                                                                                     tmp_path: Path):
     d = _with_train(data, tmp_path, clip_norm=2.0)

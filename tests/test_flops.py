@@ -85,17 +85,9 @@ def test_training_benchmark_on_cuda_measures_the_gpus_gemm_rate(tmp_path, precis
     assert r["gemm_peak_gflops"] > 1000 and 0 < r["utilisation"] < 1.5  # a GPU's GEMM: well past a TFLOP/s
 
 
-def test_length_scaling_benchmark_writes_points_fit_and_figure(tmp_path):
-    from rnnsearch.bench.speed import run_bench_scaling
-
-    r = run_bench_scaling(["rnnsearch", "rnnencdec"], "bench", [4, 8, 12], 2, 1, 1, "cpu", 1,
-                          str(tmp_path / "s.json"), str(tmp_path / "s.png"))
-    assert [(p["arch"], p["length"]) for p in r["runs"]] == [(a, n) for a in ("rnnsearch", "rnnencdec") for n in (4, 8, 12)]
-    assert all(p["seconds_per_update"] > 0 and p["peak_rss_mb"] > 0 for p in r["runs"])
-    assert set(r["quadratic_fit"]) == {"rnnsearch", "rnnencdec"} and (tmp_path / "s.png").stat().st_size > 1000
-
-
-def test_the_summary_table_reads_every_benchmark_of_the_run(tmp_path):
+@pytest.mark.slow
+def test_the_length_scaling_benchmark_and_the_summary_table_that_reads_every_benchmark_of_the_run(tmp_path):
+    """bench-scaling writes its points, fit and figure; bench-summary reads them with bench-train's JSON."""
     from rnnsearch.bench.speed import (
         run_bench_scaling,
         run_bench_summary,
@@ -111,8 +103,11 @@ def test_the_summary_table_reads_every_benchmark_of_the_run(tmp_path):
         r = json.loads(Path(p).read_text())
         r.update(gemm_peak_gflops=100.0, utilisation=r["gflops_per_s"] / 100.0)
         Path(p).write_text(json.dumps(r))
-    run_bench_scaling(["rnnsearch", "rnnencdec"], "bench", [4, 8, 12], 2, 1, 1, "cpu", 1, str(tmp_path / "s.json"),
-                      str(tmp_path / "s.png"))
+    r = run_bench_scaling(["rnnsearch", "rnnencdec"], "bench", [4, 8, 12], 2, 1, 1, "cpu", 1, str(tmp_path / "s.json"),
+                          str(tmp_path / "s.png"))
+    assert [(p["arch"], p["length"]) for p in r["runs"]] == [(a, n) for a in ("rnnsearch", "rnnencdec") for n in (4, 8, 12)]
+    assert all(p["seconds_per_update"] > 0 and p["peak_rss_mb"] > 0 for p in r["runs"])
+    assert set(r["quadratic_fit"]) == {"rnnsearch", "rnnencdec"} and (tmp_path / "s.png").stat().st_size > 1000
     (tmp_path / "peer.md").write_text("# Side by side with JoeyNMT\n\n| a | b |\n")
     text = run_bench_summary(train, str(tmp_path / "s.json"), str(tmp_path / "peer.md"), str(tmp_path / "summary.md"))
     assert text == (tmp_path / "summary.md").read_text()

@@ -90,6 +90,7 @@ def test_presets_without_a_fused_path_train_on_the_plain_one():
     assert torch.allclose(logp_fused, logp_plain, rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["rnnsearch", "rnnencdec", "joeynmt-like"])
 def test_hand_written_backward_matches_finite_differences(name):
     """gradcheck of the recurrence alone, every input and weight, float64."""

@@ -183,6 +183,7 @@ def test_every_preset_builds_trains_and_decodes(arch):
     assert all(len(h.tokens) >= 1 for h in greedy(model, batch.x, batch.lengths))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec", "luong"])
 def test_a_tiny_model_overfits_twenty_pairs(arch):
     g = torch.Generator().manual_seed(4)

@@ -58,6 +58,7 @@ def test_only_recorded_files_and_language_pairs(tmp_path):
         cfg.validate(config)
 
 
+@pytest.mark.slow
 def test_the_workflow_downloads_and_prepares_multi30k(mirror, tmp_path):
     """Snakemake from the download rule to the corpus: 6 files (train, val, test_2017_flickr as `test`), the
     pairs counted in corpus.json."""

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -17,9 +15,8 @@ from rnnsearch.peer.experiment import check_peer_python, run_compare
 from rnnsearch.runtime import native_bf16_cpu
 from rnnsearch.textio import InputError
 
-from .conftest import REPO, repo_copy
+from .conftest import REPO, dag_copy, run
 
-BIN = Path(sys.executable).parent
 REFS = ["Un chien court dans l'herbe.", "Deux enfants jouent au ballon.", "Une femme lit un livre."]
 
 
@@ -64,12 +61,15 @@ def peer_python_or_skip() -> str:
     return python
 
 
-def test_joeynmt_trains_for_our_training_time_on_our_data(tmp_path):
+@pytest.mark.slow
+def test_joeynmt_trains_for_our_training_time_on_our_data(tiny_dag, tmp_path):
+    """`snakemake peer` on the tiny DAG: JoeyNMT trains on our tokenized data for the time rnnsearch-50 trained;
+    naming the peer's Python reruns nothing of ours."""
     python = peer_python_or_skip()
-    ws = repo_copy(tmp_path, {"models": {"rnnsearch-50": {"max_updates": 60}}, "peer": {"python": python}})
-    p = subprocess.run([str(BIN / "snakemake"), "--cores", "2", "peer"], cwd=ws, capture_output=True, text=True,
-                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
-    assert p.returncode == 0, p.stderr[-3000:]
+    ws = dag_copy(tiny_dag, tmp_path, {"peer": {"python": python}})
+    p = run(["snakemake", "--cores", "2", "peer"], ws)
+    ran = p.stdout + p.stderr
+    assert "rule train:" not in ran and "rule translate:" not in ran, ran[-3000:]
     ours = json.loads((ws / "results/models/rnnsearch-50/replicate1/train_stats.json").read_text())
     peer = json.loads((ws / "results/peer/joeynmt/stats.json").read_text())
     assert peer["budget_seconds"] == ours["seconds"] and peer["updates"] >= 1
@@ -84,6 +84,7 @@ def test_joeynmt_trains_for_our_training_time_on_our_data(tmp_path):
                                                        "JoeyNMT-2.3.0"]
 
 
+@pytest.mark.slow
 def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
     """bench-peer at its smallest: one round on Multi30k, 12 updates (2 timed), greedy fixed-length decoding."""
     from rnnsearch.bench.peer import run_bench_peer

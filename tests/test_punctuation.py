@@ -51,6 +51,7 @@ def test_pretokenized_text_is_normalised_token_by_token():
     assert norm(line) != normalise_tokens(line, norm)  # what a whole-line normalisation would have done
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,limit", [("europarl_v7_samples/cs124sampleB.fr", 0.01),
                                         ("newstest2014/newstest2014.fr", 0.01)])
 def test_round_trip_of_real_french_keeps_apostrophes_as_the_input_has_them(shared_data: Path, tmp_path: Path,

@@ -76,6 +76,7 @@ def interrupt(data: Path, out: Path, sig: int, params: Path | None = None) -> in
     return proc.wait(timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_interrupted_training_resumes_to_the_same_parameters(data: Path, reference: Path, sig):
     out = data / f"killed-{sig}"
@@ -181,6 +182,7 @@ def test_training_validates_keeps_the_best_and_the_last_checkpoints(data: Path, 
     assert "parameters" in log and "git " in log
 
 
+@pytest.mark.slow
 def test_a_finished_training_whose_outputs_were_deleted_completes_without_training(data: Path, reference: Path,
                                                                                  tmp_path: Path):
     """Snakemake deletes the outputs of a job Slurm killed at its time limit after the training had finished: the
@@ -280,6 +282,7 @@ def _gru_state(params: dict):
     return model, optimizer, 3, {"epoch": 0, "offset": 0, "in_block": 3}, config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["rnnsearch", "luong"])
 def test_bf16_autocast_trains_on_the_cpu_as_fp32_does(data: Path, tmp_path: Path, arch: str, caplog):
     """train.precision: bf16 on the CPU (the fused GRU recurrences and the plain LSTM path): the run says so, keeps

@@ -1,6 +1,7 @@
 """`snakemake --profile slurm` against a real Slurm: the tiny pipeline through the shipped profile, with every
-job submitted to Slurm, training jobs holding a GPU, and the results of a local run; and a training killed at
-its Slurm time limit that is resubmitted and resumes, job after job, to its full update budget.
+job submitted to Slurm, training jobs holding a GPU, and the results of a local run (the tiny_dag fixture); and
+a training of two Slurm tasks, killed at its Slurm time limit, that is resubmitted and resumes, job after job, to
+its full update budget.
 
 Needs a running Slurm (`workflow/slurm/local-cluster.sh` starts a one-node cluster; `.ci/run` does); skips,
 saying so, where there is none.
@@ -14,10 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
-from .conftest import repo_copy
+from .conftest import dag_copy, repo_copy
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
@@ -51,12 +53,6 @@ def snakemake(ws: Path, *args: str, timeout: int = 900) -> subprocess.CompletedP
     return p
 
 
-def prepare_data_here(ws: Path, target: str) -> None:
-    """Everything `target` needs but its training, run here rather than through Slurm (the pipeline test sends the
-    data jobs to Slurm; each costs about half a minute there, mostly waiting for the next status check)."""
-    snakemake(ws, "--cores", "2", "--omit-from", "train", target)
-
-
 def submissions(ws: Path) -> list[tuple[str, str, str]]:
     """(Slurm job id, rule, wildcards) of every job Snakemake submitted, from its own logs."""
     text = "".join(p.read_text() for p in sorted((ws / ".snakemake" / "log").glob("*.snakemake.log")))
@@ -77,11 +73,10 @@ def slurm_logs(ws: Path, jobs: list[str]) -> str:
     return "\n".join(out) or "(no Slurm log kept)"
 
 
-def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_path_factory):
+def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_path_factory, request):
     ws = repo_copy(tmp_path_factory.mktemp("slurm"), GPU)
-    local = repo_copy(tmp_path_factory.mktemp("local"), GPU)
     snakemake(ws, *SLURM)
-    snakemake(local, "--cores", "2")
+    tiny_dag = request.getfixturevalue("tiny_dag")  # the local run, built meanwhile by the other worker
 
     jobs = submissions(ws)
     assert finished_rules(ws) - {r for _, r, _ in jobs} == {"all"}  # every rule with a command went to Slurm
@@ -95,29 +90,40 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
         assert f"Slurm job {job} on" in log and "CUDA_VISIBLE_DEVICES='0'" in log
         assert "but CUDA is not available here: running on the CPU" in log  # the GPU here is /dev/null
 
-    outputs = ["results/tables/table1.csv", "results/scores/aer.json", "results/figures/bleu_by_length.csv",
+    # the local run (tiny_dag) has two replicates: its replicate 1 must be this run's, byte for byte
+    outputs = ["results/scores/aer.json",
                *[f"results/scores/{m}/replicate1.json" for m in ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")],
                *[f"results/translations/{m}/replicate1/test.hyp" for m in ("rnnencdec-30", "rnnsearch-50")]]
     for f in outputs:
-        assert (ws / f).read_bytes() == (local / f).read_bytes(), f"{f}: Slurm and local runs differ"
+        assert (ws / f).read_bytes() == (tiny_dag / f).read_bytes(), f"{f}: Slurm and local runs differ"
+    for table, key in (("results/tables/table1_replicates.csv", "Replicate"),
+                       ("results/figures/bleu_by_length.csv", "replicate")):
+        slurm, local = pd.read_csv(ws / table), pd.read_csv(tiny_dag / table)
+        local = local[local[key] == 1].reset_index(drop=True)
+        pd.testing.assert_frame_equal(slurm, local, check_exact=True, obj=f"{table}: Slurm and local runs")
 
 
-def test_a_training_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_factory):
-    """Slurm's time limit (1 minute) stops a training that needs about two: SIGTERM, checkpoint, exit; Snakemake
-    resubmits it (`cluster.train.attempts`) and the new job resumes, until the update budget is reached. A job
-    killed just after it finished (while Snakemake wraps up) is completed by the next one without training."""
-    updates = 4000  # about 35 updates/s at the tiny size here
-    ws = repo_copy(tmp_path_factory.mktemp("timelimit"), {
-        "cluster": {"train": {"gpu": 1, "runtime": 1, "attempts": 6}},
+def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_factory, tiny_dag: Path):
+    """train.processes: 2 makes the training one Slurm job of two tasks, started by srun, training data-parallel
+    (gloo: the node's two CPUs). Slurm's time limit (1 minute) stops a training that needs more: SIGTERM to both
+    tasks, checkpoint, exit; Snakemake resubmits it (`cluster.train.attempts`) and the new job resumes, until the
+    update budget is reached. A job killed just after it finished (while Snakemake wraps up) is completed by the
+    next one without training. The data stages are the tiny DAG's, already built."""
+    updates = 3000  # about 30 updates/s with two tasks at the tiny size here: two or three jobs
+    ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("timelimit"), {
+        "cluster": {"train": {"runtime": 1, "attempts": 6}},  # no GPU: the node's one GPU is not one per task
         "models": {"rnnsearch-50": {"max_updates": updates}},
-        "train": {"checkpoint_every": 50, "log_every": 500, "validate_every": 2000}})
-    prepare_data_here(ws, "results/models/rnnsearch-50/replicate1/model.pt")
-    snakemake(ws, *SLURM, "results/models/rnnsearch-50/replicate1/model.pt")
+        "train": {"processes": 2, "checkpoint_every": 50, "log_every": 500, "validate_every": 2000}})
+    model = "results/models/rnnsearch-50/replicate1/model.pt"
+    planned = snakemake(ws, "-n", model).stdout
+    assert "rule train:" in planned and "rule tokenize" not in planned, planned  # only the training is to run
+    snakemake(ws, *SLURM, model)
 
     stats = json.loads((ws / "results/models/rnnsearch-50/replicate1/train_stats.json").read_text())
     runs = stats["runs"]  # the training's own record of the jobs that worked on it
     assert stats["updates"] == updates and len(runs) >= 2, runs
     assert runs[0]["start"] == 0 and runs[-1]["end"] == updates and runs[-1]["ended_by"] == "update budget"
+    assert [r["processes"] for r in runs] == [2] * len(runs), runs
     for before, after in zip(runs, runs[1:]):
         # a job killed after it had finished (while Snakemake wrapped up) is completed by the next without training
         if before["end"] == updates:
@@ -130,22 +136,11 @@ def test_a_training_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_fact
     # each run a new Slurm job submitted by Snakemake, none lost (CI once lost two: jobs killed at their time limit
     # just after finishing, whose outputs Snakemake deleted; the next attempt then started from scratch)
     assert jobs == [r["slurm_job"] for r in runs], slurm_logs(ws, jobs)
+    for job in jobs:
+        record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+        assert re.search(r"NumTasks=2\b", record), record  # Slurm's own record of the job
     log = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()
+    assert f"Slurm job {jobs[0]} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log
     assert f"resuming from results/models/rnnsearch-50/replicate1/checkpoint.pt at update {runs[-1]['start']}" in log
     final = (ws / "results/models/rnnsearch-50/replicate1/checkpoint.pt")  # the final state, kept (see train.py)
     assert torch.load(final, weights_only=True)["progress"]["finished"]
-
-
-def test_a_training_of_two_processes_runs_as_two_slurm_tasks(tmp_path_factory):
-    """train.processes: 2 makes the training one Slurm job of two tasks, started by srun, training data-parallel
-    (gloo: the node's two CPUs)."""
-    ws = repo_copy(tmp_path_factory.mktemp("tasks"), {"train": {"processes": 2}})
-    prepare_data_here(ws, "results/models/rnnsearch-50/replicate1/model.pt")
-    snakemake(ws, *SLURM, "results/models/rnnsearch-50/replicate1/model.pt")
-    [job] = [job for job, rule, _ in submissions(ws) if rule == "train"]
-    record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
-    assert re.search(r"NumTasks=2\b", record), record  # Slurm's own record of the job
-    log = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()
-    assert f"Slurm job {job} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log
-    stats = json.loads((ws / "results/models/rnnsearch-50/replicate1/train_stats.json").read_text())
-    assert stats["updates"] == 12 and [r["processes"] for r in stats["runs"]] == [2]

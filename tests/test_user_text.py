@@ -26,6 +26,7 @@ def _translate(checkpoint: Path, stdin: bytes, *args: str) -> subprocess.Complet
                            *args], input=stdin, capture_output=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_bom_and_crlf_give_the_same_translations(data: Path, reference: Path):
     lines = (data / "dev.en").read_text().splitlines()[:3]
     plain = _translate(reference, ("\n".join(lines) + "\n").encode())
@@ -34,6 +35,7 @@ def test_bom_and_crlf_give_the_same_translations(data: Path, reference: Path):
     assert plain.stdout == windows.stdout and len(plain.stdout.splitlines()) == 3
 
 
+@pytest.mark.slow
 def test_nfc_and_nfd_input_give_the_same_translations(data: Path, reference: Path, tmp_path: Path):
     lines = [line.replace("the", "thé") for line in (data / "dev.en").read_text().splitlines()[:3]]
     nfc = _translate(reference, "\n".join(unicodedata.normalize("NFC", x) for x in lines).encode())
@@ -86,6 +88,7 @@ def test_long_lines_are_split_at_sentence_punctuation():
     assert pieces([], 4) == []
 
 
+@pytest.mark.slow
 def test_a_5000_word_line_among_short_ones_is_translated_piecewise(data: Path, reference: Path, tmp_path: Path):
     short = (data / "dev.en").read_text().splitlines()[:2]
     long = " ".join((" ".join(short) + " ") for _ in range(200)).split()[:5000]

@@ -156,6 +156,7 @@ def snakemake(ws: Path, *args: str) -> subprocess.CompletedProcess:
                           env={**ENV, "HOME": str(ws)})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("selection", ["lium", "full"])
 def test_the_rules_take_both_selections_from_download_to_the_data_report(mirror, tmp_path, selection):
     """Download (one archive interrupted and resumed) → verify → extract → corpus → 3 shards → tokenize →

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from .conftest import REPO, repo_copy
+from .conftest import REPO, dag_copy, repo_copy
 
 MODELS = ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")
 
@@ -44,16 +44,29 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory) -> Path:
-    """A copy of the repository's files (as a fresh clone would have them) with the tiny params.yaml and two
-    replicates of each model."""
-    ws = repo_copy(tmp_path_factory.mktemp("ws"), {"replicates": 2})
+def git_repository(ws: Path) -> Path:
+    """`ws` with its dvc.yaml written for its params.yaml, as a git repository of one commit."""
     sh([str(BIN / "rnnsearch"), "dvc-yaml"], ws)  # the tiny config draws 2 alignment figures, not 4
     sh(["git", "init", "-q"], ws)
+    for key, value in (("user.name", "t"), ("user.email", "t@t")):  # DVC stashes the workspace with git
+        sh(["git", "config", key, value], ws)
     sh(["git", "add", "-A"], ws)
-    sh(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], ws)
+    sh(["git", "commit", "-qm", "init"], ws)
     return ws
+
+
+@pytest.fixture(scope="module")
+def workspace(tiny_dag: Path, tmp_path_factory) -> Path:
+    """A copy of the tiny DAG (the tiny params.yaml, two replicates of each model, built by `snakemake --cores 2`
+    in a copy of the repository's files as a fresh clone has them), with its dvc.yaml, in git."""
+    return git_repository(dag_copy(tiny_dag, tmp_path_factory.mktemp("ws")))
+
+
+@pytest.fixture(scope="module")
+def dvc_workspace(tmp_path_factory) -> Path:
+    """A copy of the repository's files with the tiny params.yaml (one replicate of each model) and its dvc.yaml,
+    in git, nothing run: the DVC tests below run in it, in order."""
+    return git_repository(repo_copy(tmp_path_factory.mktemp("dvc")))
 
 
 def test_lint_dry_run_and_dvc_yaml_are_clean():
@@ -69,7 +82,7 @@ def test_lint_dry_run_and_dvc_yaml_are_clean():
 
 
 def test_snakemake_runs_everything_then_nothing(workspace: Path):
-    sh([str(BIN / "snakemake"), "--cores", "2"], workspace)
+    """`snakemake --cores 2` (the tiny_dag fixture) wrote every output; a second run does nothing."""
     for f in ["results/tables/table1.csv", "results/tables/table1.md", "results/tables/table2.csv",
               "results/tables/table2.md", "results/figures/bleu_by_length.png", "results/figures/bleu_by_length.pdf",
               "results/figures/alignment_a.png", "results/figures/alignment_b.png", "results/figures/alignment_long.png",
@@ -186,22 +199,22 @@ def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, 
         assert counts["translate"] == 2 and counts["score"] == 2
 
 
-def test_dvc_repro_gives_the_same_results_and_tracks_params(workspace: Path):
-    smk = workspace / "results_snakemake"
-    shutil.move(workspace / "results", smk)
-    (workspace / "results").mkdir()
-    shutil.copy2(smk / "README.md", workspace / "results" / "README.md")
+def test_dvc_repro_gives_the_same_results_and_tracks_params(dvc_workspace: Path, tiny_dag: Path):
+    """`dvc repro` runs every stage; its outputs are those of `snakemake` (tiny_dag: replicate 1 of each model)."""
+    workspace = dvc_workspace
     repro = sh([str(BIN / "dvc"), "repro"], workspace)
     assert "Running stage 'train_rnnsearch-50'" in repro.stdout
-    for m in ("rnnencdec-30", "rnnsearch-50"):
-        for r in (1, 2):
-            a = json.loads((smk / f"scores/{m}/replicate{r}.json").read_text())
-            b = json.loads((workspace / f"results/scores/{m}/replicate{r}.json").read_text())
-            assert a == b, f"{m} replicate {r}: snakemake and dvc repro disagree"
-            sa = json.loads((smk / f"models/{m}/replicate{r}/train_stats.json").read_text())
-            sb = json.loads((workspace / f"results/models/{m}/replicate{r}/train_stats.json").read_text())
-            assert (sa["train_nll"], sa["dev_nll"], sa["seed"]) == (sb["train_nll"], sb["dev_nll"], sb["seed"])
-    assert (smk / "tables/table1.md").read_text() == (workspace / "results/tables/table1.md").read_text()
+    smk = tiny_dag / "results"
+    for m in MODELS:
+        a = json.loads((smk / f"scores/{m}/replicate1.json").read_text())
+        b = json.loads((workspace / f"results/scores/{m}/replicate1.json").read_text())
+        assert a == b, f"{m}: snakemake and dvc repro disagree"
+        sa = json.loads((smk / f"models/{m}/replicate1/train_stats.json").read_text())
+        sb = json.loads((workspace / f"results/models/{m}/replicate1/train_stats.json").read_text())
+        assert (sa["train_nll"], sa["dev_nll"], sa["seed"]) == (sb["train_nll"], sb["dev_nll"], sb["seed"])
+    per_replicate = pd.read_csv(smk / "tables/table1_replicates.csv")
+    pd.testing.assert_frame_equal(pd.read_csv(workspace / "results/tables/table1_replicates.csv"),
+                                  per_replicate[per_replicate["Replicate"] == 1].reset_index(drop=True))
     assert "up to date" in sh([str(BIN / "dvc"), "status"], workspace).stdout
     plots = json.loads(sh([str(BIN / "dvc"), "plots", "show", "--json"], workspace).stdout)
     names = set(plots["data"]) if "data" in plots else set(plots)
@@ -219,22 +232,23 @@ def test_dvc_repro_gives_the_same_results_and_tracks_params(workspace: Path):
     params.write_text(original)
 
 
-def test_editing_a_module_reruns_exactly_the_stages_that_import_it(workspace: Path):
+def test_editing_a_module_reruns_exactly_the_stages_that_import_it(workspace: Path, dvc_workspace: Path):
     """decoding/search.py is imported by training (validation) and translation, and by no data stage nor forced
-    alignment (which scores the reference, searching nothing): after an edit, `dvc status` flags exactly the stages whose import closure holds it, and `snakemake -n`
-    plans those jobs (what follows them reruns too) and no data preparation."""
+    alignment (which scores the reference, searching nothing): after an edit, `dvc status` flags exactly the stages
+    whose import closure holds it, and `snakemake -n` plans those jobs (what follows them reruns too) and no data
+    preparation."""
     from rnnsearch.stages import STAGES, stage_code, stage_of_rule
 
     module = "src/rnnsearch/decoding/search.py"
     importers = {s.name for s in STAGES if module in stage_code(s.name)}
     assert {"train", "translate"} <= importers and not importers & {"corpus", "tokenize", "vocab", "aer"}
-    path = workspace / module
-    original = path.read_text()
-    path.write_text(original + "\n# an edit\n")
+    originals = {ws: (ws / module).read_text() for ws in (workspace, dvc_workspace)}
     try:
-        status = sh([str(BIN / "dvc"), "status"], workspace).stdout
+        for ws, original in originals.items():
+            (ws / module).write_text(original + "\n# an edit\n")
+        status = sh([str(BIN / "dvc"), "status"], dvc_workspace).stdout
         flagged = set(re.findall(r"^(\S+):$", status, re.M))
-        dvc_yaml = yaml.safe_load((workspace / "dvc.yaml").read_text())["stages"]
+        dvc_yaml = yaml.safe_load((dvc_workspace / "dvc.yaml").read_text())["stages"]
         assert flagged == {name for name, stage in dvc_yaml.items() if module in stage["deps"]}, status
         assert {"train_rnnsearch-50", "translate_rnnencdec-30"} <= flagged and "aer" not in flagged
         dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2"], workspace).stdout
@@ -247,13 +261,15 @@ def test_editing_a_module_reruns_exactly_the_stages_that_import_it(workspace: Pa
         assert counts["train"] == 8 and counts["translate"] == 8, counts
         assert not set(counts) & {"corpus", "tokenize", "tokenize_shard", "clean", "vocab", "count"}
     finally:
-        path.write_text(original)
+        for ws, original in originals.items():
+            (ws / module).write_text(original)
 
 
-def test_dvc_push_and_pull_through_the_default_remote(workspace: Path):
+def test_dvc_push_and_pull_through_the_default_remote(dvc_workspace: Path):
     """`dvc push` to the repository's local-folder remote, lose the cache and every output, `dvc pull` them back."""
-    keep = {f: (workspace / f).read_bytes() for f in ("results/scores/rnnsearch-50/replicate2.json",
-                                                       "results/models/rnnsearch-50/replicate2/model.pt",
+    workspace = dvc_workspace
+    keep = {f: (workspace / f).read_bytes() for f in ("results/scores/rnnsearch-50/replicate1.json",
+                                                       "results/models/rnnsearch-50/replicate1/model.pt",
                                                        "results/figures/alignment_a.png")}
     push = sh([str(BIN / "dvc"), "push"], workspace)
     assert (workspace / ".dvc-storage").is_dir() and "pushed" in push.stdout + push.stderr
@@ -268,9 +284,10 @@ def test_dvc_push_and_pull_through_the_default_remote(workspace: Path):
         assert (workspace / f).read_bytes() == data, f
 
 
-def test_dvc_exp_run_is_an_ablation_of_one_model(workspace: Path):
+def test_dvc_exp_run_is_an_ablation_of_one_model(dvc_workspace: Path):
+    workspace = dvc_workspace
     sh(["git", "add", "dvc.lock"], workspace)
-    sh(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "lock"], workspace)
+    sh(["git", "commit", "-qm", "lock"], workspace)
     run = sh([str(BIN / "dvc"), "exp", "run", "-S", "models.rnnencdec-30.max_updates=5"], workspace)
     ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
     # figures reruns only if the model's scores changed (with 5 or 12 updates the tiny model may score the same)
@@ -283,30 +300,29 @@ def test_dvc_exp_run_is_an_ablation_of_one_model(workspace: Path):
     assert updates == ["5"], show[:2000]
 
 
-def test_dvc_exp_run_sets_the_number_of_replicates(workspace: Path):
-    """`dvc exp run -S replicates=3`: each model's train, translate and score stage runs replicates 1-3, the first
-    two resumed from their finished checkpoints (the trainings' folders persist), and Table 1 adds Welch's test."""
+def test_dvc_exp_run_sets_the_number_of_replicates(dvc_workspace: Path):
+    """`dvc exp run -S replicates=2`: each model's train, translate and score stage runs replicates 1-2, the first
+    resumed from its finished checkpoint (the trainings' folders persist), and Table 1 adds Welch's test."""
+    workspace = dvc_workspace
     sh(["git", "add", "-A"], workspace)
-    sh(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--allow-empty", "-qm", "before"], workspace)
-    run = sh([str(BIN / "dvc"), "exp", "run", "-S", "replicates=3"], workspace)
+    sh(["git", "commit", "--allow-empty", "-qm", "before"], workspace)
+    run = sh([str(BIN / "dvc"), "exp", "run", "-S", "replicates=2"], workspace)
     ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
     assert {f"{stage}_{m}" for stage in ("train", "translate", "score") for m in MODELS} | {"tables"} <= ran
     for m in MODELS:
-        assert (workspace / f"results/scores/{m}/replicate3.json").exists()
+        assert (workspace / f"results/scores/{m}/replicate2.json").exists()
         log = (workspace / f"results/logs/train/{m}/replicate1.log").read_text()
         assert f"resuming from results/models/{m}/replicate1/checkpoint.pt" in log
     table1 = pd.read_csv(workspace / "results/tables/table1.csv")
-    assert list(table1["Replicates"]) == [3] * 4 and table1["Welch p vs rnnencdec-30"][1:].between(0, 1).all()
+    assert list(table1["Replicates"]) == [2] * 4 and table1["Welch p vs rnnencdec-30"][1:].between(0, 1).all()
 
 
-
-def test_dvc_exp_run_with_two_processes_stops_naming_the_setting(workspace: Path):
+def test_dvc_exp_run_with_two_processes_stops_naming_the_setting(dvc_workspace: Path):
     """dvc.yaml's commands are fixed when `rnnsearch dvc-yaml` writes them: `dvc exp run -S train.processes=2`
     cannot start two processes, so the training stops before any work, saying how to start them."""
+    workspace = dvc_workspace
     params = workspace / "params.yaml"
     original = params.read_text()
-    for key, value in (("user.name", "t"), ("user.email", "t@t")):  # DVC stashes the workspace with git
-        sh(["git", "config", key, value], workspace)
     sh(["git", "add", "-A"], workspace)
     sh(["git", "commit", "--allow-empty", "-qm", "before two processes"], workspace)
     try:
