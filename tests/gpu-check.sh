@@ -29,7 +29,7 @@ print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.v
 [ -s "$out/device.txt" ] || exit 1
 
 status=0
-python3 -m pytest -m cuda -p no:cacheprovider -q -rs tests 2>&1 | tee "$out/pytest.log" || status=1
+python3 -m pytest -o addopts="" -m cuda -p no:cacheprovider -q -rs tests 2>&1 | tee "$out/pytest.log" || status=1
 for arch in rnnsearch rnnencdec; do
     for precision in fp32 tf32 bf16; do
         python3 -m rnnsearch.cli bench-train --arch "$arch" --size paper --batch 80 --length 50 --steps 10 \

@@ -109,9 +109,11 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     tasks, checkpoint, exit; Snakemake resubmits it (`cluster.train.attempts`) and the new job resumes, until the
     update budget is reached. A job killed just after it finished (while Snakemake wraps up) is completed by the
     next one without training. The data stages are the tiny DAG's, already built."""
-    updates = 3000  # about 30 updates/s with two tasks at the tiny size here: two or three jobs
+    # two tasks train 9 (the other pytest worker busy) to 20 updates/s at the tiny size here, about 45 s per job
+    # once started: two to four jobs
+    updates = 1500
     ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("timelimit"), {
-        "cluster": {"train": {"runtime": 1, "attempts": 6}},  # no GPU: the node's one GPU is not one per task
+        "cluster": {"train": {"runtime": 1, "attempts": 8}},  # no GPU: the node's one GPU is not one per task
         "models": {"rnnsearch-50": {"max_updates": updates}},
         "train": {"processes": 2, "checkpoint_every": 50, "log_every": 500, "validate_every": 2000}})
     model = "results/models/rnnsearch-50/replicate1/model.pt"
