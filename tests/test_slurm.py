@@ -142,7 +142,7 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
         record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
         assert re.search(r"NumTasks=2\b", record), record  # Slurm's own record of the job
     log = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()
-    assert f"Slurm job {jobs[0]} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log
+    assert f"Slurm job {jobs[-1]} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log  # the last job's log
     assert f"resuming from results/models/rnnsearch-50/replicate1/checkpoint.pt at update {runs[-1]['start']}" in log
     final = (ws / "results/models/rnnsearch-50/replicate1/checkpoint.pt")  # the final state, kept (see train.py)
     assert torch.load(final, weights_only=True)["progress"]["finished"]
