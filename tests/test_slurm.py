@@ -141,8 +141,8 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     for job in jobs:
         record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
         assert re.search(r"NumTasks=2\b", record), record  # Slurm's own record of the job
-    log = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()
-    assert f"Slurm job {jobs[-1]} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log  # the last job's log
+    log = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()  # the last job's: each writes it anew
+    assert f"Slurm job {jobs[-1]} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log
     assert f"resuming from results/models/rnnsearch-50/replicate1/checkpoint.pt at update {runs[-1]['start']}" in log
     final = (ws / "results/models/rnnsearch-50/replicate1/checkpoint.pt")  # the final state, kept (see train.py)
     assert torch.load(final, weights_only=True)["progress"]["finished"]
