@@ -23,20 +23,13 @@ import pytest
 import yaml
 
 from .conftest import REPO, dag_copy, repo_copy
+from .conftest import run as sh  # a command of this environment in a workspace
 
 MODELS = ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")
 DVC_MODELS = ("rnnencdec-30", "rnnsearch-50")  # the DVC tests' models: Table 1's baseline and the alignment model
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
-
-
-def sh(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(cwd), "PYTHONUNBUFFERED": "1"}
-    p = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=env)
-    if check and p.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return p
 
 
 def job_counts(dry_run_output: str) -> dict[str, int]:
