@@ -26,6 +26,19 @@ LONG_FIRST = ("test_slurm.py", "test_workflow.py", "test_peer.py", "test_multi30
               "test_sentencepiece.py", "test_wmt14.py", "test_resume.py", "test_distributed.py")
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's share of the cores: torch's threads, and OMP_NUM_THREADS for the stages it
+    starts. Two workers of two OpenMP threads each on two cores made every in-process torch test 8 to 15 times
+    slower (threads spinning for a core the other worker holds)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        import torch
+
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = threads
+        torch.set_num_threads(int(threads))
+
+
 def pytest_collection_modifyitems(config, items):
     """The files of LONG_FIRST first, in that order; tests marked `cuda` skip with the reason where PyTorch sees
     no GPU."""
