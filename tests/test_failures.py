@@ -37,10 +37,38 @@ def _with_train(data: Path, tmp_path: Path, **train) -> Path:
     """A copy of the fixture's params.yaml with `train` values changed, in a folder of its own."""
     params = yaml.safe_load((data / "params.yaml").read_text())
     params["train"].update(train)
-    for name in ("train.en", "train.fr", "dev.en", "dev.fr", "vocab.en.tsv", "vocab.fr.tsv"):
+    for name in ("train.en", "train.fr", "dev.en", "dev.fr", "vocab.en.tsv", "vocab.fr.tsv", "train.src.bin",
+                 "train.tgt.bin", "train.idx", "train.json"):
         os.symlink(data / name, tmp_path / name)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     return tmp_path
+
+
+def _refused(cmd: list[str], out: Path) -> str:
+    """Runs a training that must stop before its first update; returns its stderr."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert [p.name for p in out.iterdir()] == ["train.log"]  # nothing but the log
+    return proc.stderr
+
+
+def test_a_binarized_set_of_another_shortlist_or_a_changed_text_stops_training(data: Path, tmp_path: Path):
+    d = _with_train(data, tmp_path)
+    other = [line.split("\t") for line in (data / "vocab.en.tsv").read_text().splitlines()]
+    other[3][2] = str(int(other[3][2]) + 1)  # one count differs: another shortlist file
+    (tmp_path / "vocab.en.tsv").unlink()
+    (tmp_path / "vocab.en.tsv").write_text("".join("\t".join(row) + "\n" for row in other))
+    err = _refused(train_cmd(d, tmp_path / "out"), tmp_path / "out")
+    assert f"{tmp_path / 'train'}.json: made with the shortlist {data / 'vocab.en.tsv'}, which is not " \
+           f"{tmp_path / 'vocab.en.tsv'}" in err
+
+    (tmp_path / "vocab.en.tsv").unlink()
+    os.symlink(data / "vocab.en.tsv", tmp_path / "vocab.en.tsv")
+    (tmp_path / "train.fr").unlink()
+    lines = (data / "train.fr").read_text().splitlines()
+    (tmp_path / "train.fr").write_text("\n".join(lines[1:] + lines[:1]) + "\n")  # same size, other order
+    err = _refused(train_cmd(d, tmp_path / "out2"), tmp_path / "out2")
+    assert f"{tmp_path / 'train'}.json: stale against {tmp_path / 'train.fr'}" in err
 
 
 @pytest.mark.slow

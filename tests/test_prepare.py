@@ -96,3 +96,24 @@ def test_the_data_benchmark_reports_rates_memory_and_the_projection(tmp_path):
     assert p["hours_1_cores"] > p["hours_32_cores"] > 0 and set(r["stages"][0]["words_per_s"]) == {
         "corpus", "shard", "clean", "count", "gather", "filter"}
     assert "| full | 850,000,000 |" in (tmp_path / "d.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_scale_benchmark_runs_every_data_stage_and_training_start_up(tmp_path):
+    """Its plumbing on 600 pairs (and the 200-pair baseline): every stage by its command, memory from each job,
+    start-up of 1 and of 2 processes (torchrun), the goals and a labelled projection."""
+    from rnnsearch.bench.scale import run_bench_scale
+
+    r = run_bench_scale([0.0006], str(tmp_path / "s.json"), str(tmp_path / "s.md"), str(tmp_path / "work"))
+    assert [run["pairs"] for run in r["runs"]] == [200, 600]
+    for run in r["runs"]:
+        assert list(run["stages"]) == ["corpus", "shard", "tokenize", "clean", "gather", "filter", "count", "vocab",
+                                       "binarize"]
+        assert all(s["seconds"] > 0 and s["peak_rss_mb"] > 20 for s in run["stages"].values())
+        assert run["stages"]["tokenize"]["jobs"] == 2 and run["shards"] == 1  # one shard, two languages
+        one, two = run["startup"]
+        assert one["processes"] == 1 and two["processes"] == 2 and one["pairs"] == two["pairs"] <= run["pairs"]
+        assert 0 < one["seconds_to_first_update"] and 0 < one["pss_mb_summed"] < two["pss_mb_summed"]
+    assert r["goals"]["pairs"] == 600 and r["goals"]["stage_time_over_linear"] == {}  # one N: nothing to compare
+    assert r["projection"]["12M"]["label"].startswith("projection from the 600-pair run")
+    assert "| binarize |" in (tmp_path / "s.md").read_text() and not (tmp_path / "work" / "pairs600").exists()

@@ -18,6 +18,7 @@ import yaml
 
 from rnnsearch import config as cfg
 from rnnsearch.checkpoint import save_checkpoint
+from rnnsearch.data.binarized import run_binarize
 from rnnsearch.data.corpus import synthetic
 from rnnsearch.data.text import run_tokenize
 from rnnsearch.data.vocab import run_vocab
@@ -39,6 +40,7 @@ def data(tmp_path_factory) -> Path:
         for lang in ("en", "fr"):
             run_tokenize(d / f"raw/{split}.{lang}", d / f"{split}.{lang}", lang, False)
     run_vocab([d / "train.en"], [d / "train.fr"], d / "vocab.en.tsv", d / "vocab.fr.tsv", 150, 150)
+    run_binarize(d / "train.en", d / "train.fr", d / "vocab.en.tsv", d / "vocab.fr.tsv", str(d / "train"))
     params = cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])
     params["train"].update(max_updates=UPDATES, checkpoint_every=10, log_every=10, validate_every=25, keep_checkpoints=2)
     params["models"]["rnnsearch-50"]["max_updates"] = UPDATES
@@ -51,7 +53,8 @@ def train_cmd(d: Path, out: Path, params: Path | None = None) -> list[str]:
     return [sys.executable, "-m", "rnnsearch.cli", "train", "--params", str(params), "--model", "rnnsearch-50",
             "--src-train", str(d / "train.en"), "--tgt-train", str(d / "train.fr"), "--src-dev", str(d / "dev.en"),
             "--tgt-dev", str(d / "dev.fr"), "--src-vocab", str(d / "vocab.en.tsv"),
-            "--tgt-vocab", str(d / "vocab.fr.tsv"), "--out-dir", str(out), "--log", str(out / "train.log")]
+            "--tgt-vocab", str(d / "vocab.fr.tsv"), "--binarized", str(d / "train"), "--out-dir", str(out),
+            "--log", str(out / "train.log")]  # the pipeline's way: the binarize stage's files, memory-mapped
 
 
 def weights(path: Path) -> dict:
@@ -95,6 +98,16 @@ def test_interrupted_training_resumes_to_the_same_parameters(data: Path, referen
     assert all(torch.equal(final[k], ref[k]) for k in ref), "resumed run differs from the uninterrupted one"
     assert (out / "validation.tsv").read_text() == (reference.parent / "validation.tsv").read_text()  # same selection
     assert sorted(p.name for p in out.glob("*.pt")) == sorted(p.name for p in reference.parent.glob("*.pt"))
+
+
+@pytest.mark.slow
+def test_a_training_on_the_text_ends_with_the_parameters_of_one_on_its_binarized_files(data: Path, reference: Path,
+                                                                                      tmp_path: Path):
+    """Without --binarized the text is read and encoded in memory: the same minibatches, the same model."""
+    _train_in_process(data, tmp_path)
+    final, ref = weights(tmp_path / "model.pt"), weights(reference)
+    assert all(torch.equal(final[k], ref[k]) for k in ref)
+    assert (tmp_path / "validation.tsv").read_text() == (reference.parent / "validation.tsv").read_text()
 
 
 @pytest.mark.cuda

@@ -100,6 +100,11 @@ def test_snakemake_runs_everything_then_nothing(workspace: Path):
     assert " ± " in (workspace / "results/tables/table1.md").read_text()
     curve = pd.read_csv(workspace / "results/figures/bleu_by_length.csv")
     assert set(curve["replicate"]) == {1, 2}
+    for maxlen in (30, 50):  # each training set binarized (what its trainings read) and in the data report
+        header = json.loads((workspace / f"results/data/bin/train{maxlen}.json").read_text())
+        pairs = len((workspace / f"results/data/train{maxlen}.en").read_text().splitlines())
+        assert header["pairs"] == pairs and header["dtype"] == "uint8"  # 153 ids
+        assert f"| train{maxlen} | {pairs:,} | uint8 |" in (workspace / "results/data/report.md").read_text()
     again = sh([str(BIN / "snakemake"), "--cores", "2"], workspace)
     assert "Nothing to be done" in again.stdout + again.stderr
 

@@ -50,7 +50,7 @@ def _train(fn: Callable, a: argparse.Namespace, p: Params) -> None:
     fn(a.model, cfg.model_config(config, a.model), cfg.train_config(config, a.model), p["seed"] + a.replicate - 1,
        a.src_train, a.tgt_train, a.src_dev, a.tgt_dev, a.src_vocab, a.tgt_vocab, a.out_dir,
        {"src_lang": p["data.src"], "tgt_lang": p["data.tgt"], "unicode": p["data.unicode"],
-        "normalize_punctuation": p["tokenize.normalize_punctuation"]})
+        "normalize_punctuation": p["tokenize.normalize_punctuation"]}, a.binarized)
 
 
 def each_replicate(patterns: list[str], replicates: int) -> list[str]:
@@ -134,18 +134,25 @@ STAGES: tuple[Stage, ...] = (
            *required({"--out-src": "the source shortlist (TSV)", "--out-tgt": "the target shortlist (TSV)",
                       "--stats": "a JSON of sizes and coverage"})),
           keys=("seed", "vocab")),
+    Stage("binarize", "4. a training set as token ids (.bin), offsets (.idx) and a header (.json), for training to "
+          "memory-map", "rnnsearch.data.binarized:run_binarize",
+          lambda f, a, p: f(a.src, a.tgt, a.src_vocab, a.tgt_vocab, a.out),
+          required({"--src": "the tokenized source training set (≤N words)", "--tgt": "its target side",
+                    "--src-vocab": "the source shortlist", "--tgt-vocab": "the target shortlist",
+                    "--out": "the prefix of the files written: PREFIX.src.bin, .tgt.bin, .idx, .json"})),
     Stage("data-report", "9. the data report: pairs and words after each step, length histograms, shortlist "
           "coverage", "rnnsearch.data.report:run_data_report",
           lambda f, a, p: f(a.corpus, a.tok_dir, a.clean_stats, a.filter_stats, a.vocab_dir, p["data.src"],
                             p["data.tgt"], a.out_md, a.out_json, a.out_png, (a.tok_shards_src, a.tok_shards_tgt),
-                            p["prepare.max_len"], p["prepare.max_ratio"]),
+                            p["prepare.max_len"], p["prepare.max_ratio"], a.binarized),
           (*required({"--corpus": "the corpus stage's JSON", "--tok-dir": "the folder of tokenized text",
                       "--vocab-dir": "the folder of the shortlists", "--out-md": "the report (Markdown)",
                       "--out-json": "its numbers (JSON)", "--out-png": "its length histograms"}),
            arg("--clean-stats", nargs="+", required=True, help="the clean stage's JSON of every shard"),
            arg("--filter-stats", nargs="+", required=True, help="the filter stage's JSON of every ≤N set"),
            arg("--tok-shards-src", nargs="+", required=True, help="the tokenized source training shards, in order"),
-           arg("--tok-shards-tgt", nargs="+", required=True, help="the tokenized target training shards, in order")),
+           arg("--tok-shards-tgt", nargs="+", required=True, help="the tokenized target training shards, in order"),
+           arg("--binarized", nargs="+", default=[], help="the binarize stage's header (.json) of every ≤N set")),
           keys=("data.src", "data.tgt", "prepare.max_len", "prepare.max_ratio")),
     # 5: training (rnnsearch.training)
     Stage("train", "5. train one model of params.yaml's `models`", "rnnsearch.training.train:run_train", _train,
@@ -157,7 +164,9 @@ STAGES: tuple[Stage, ...] = (
                       "--tgt-dev": "the tokenized dev references", "--src-vocab": "the source shortlist",
                       "--tgt-vocab": "the target shortlist",
                       "--out-dir": "model.pt, checkpoints, statistics and curves go here; a checkpoint.pt in it "
-                                   "is resumed"})),
+                                   "is resumed"}),
+           arg("--binarized", help="the binarize stage's files of --src-train/--tgt-train (their prefix), "
+                                   "memory-mapped; without it the text is read and encoded in memory")),
           keys=("seed", "model", "train", "models.{model}", "data.src", "data.tgt", "data.unicode",
                 "tokenize.normalize_punctuation"), runs_model=True),
     # 6: decoding (rnnsearch.decoding)

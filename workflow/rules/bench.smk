@@ -115,6 +115,23 @@ rule bench_data:
         "rnnsearch bench-data {params.raw} {params.pretok} --out {output.json} --md {output.md} --log {log}"
 
 
+rule bench_scale:
+    """The data path at millions of pairs: every data stage and training start-up (1 and 2 processes) on generated
+    WMT-shaped corpora of 1M and 4M pairs, with a projection to 12M and 36M: `snakemake --cores 2 bench_scale`."""
+    input:
+        code=stage_code("bench-scale"),
+    output:
+        json="results/bench/scale.json",
+        md="results/bench/scale.md",
+    threads: 256  # all of --cores: the per-shard jobs run side by side, two training processes
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/bench_scale.log",
+    shell:
+        "rnnsearch bench-scale --out {output.json} --md {output.md} --log {log}"
+
+
 rule bench_scaling:
     """Training time and peak memory per update against sentence length (10 to 80 words), RNNsearch and RNNencdec
     at the peer benchmark's sizes, batches of 80: `snakemake --cores 2 bench_scaling`."""

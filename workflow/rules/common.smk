@@ -172,6 +172,12 @@ def train_file(model, lang):
     return f"results/data/train{config['models'][model]['train_max_len']}.{lang}"
 
 
+def binarized_files(model):
+    """The binarize stage's files of the model's training set."""
+    prefix = f"results/data/bin/train{config['models'][model]['train_max_len']}"
+    return [f"{prefix}.src.bin", f"{prefix}.tgt.bin", f"{prefix}.idx", f"{prefix}.json"]
+
+
 def final_outputs():
     return [
         "results/tables/table1.csv",

@@ -10,6 +10,7 @@ rule train:
         src_vocab=f"results/data/vocab.{SRC}.tsv",
         tgt_vocab=f"results/data/vocab.{TGT}.tsv",
         spm=SPM_FILES,
+        binarized=lambda w: binarized_files(w.model),
         code=stage_code("train"),
     output:
         model="results/models/{model}/replicate{replicate}/model.pt",
@@ -19,6 +20,7 @@ rule train:
     params:
         stage=lambda w: stage_params("train", w.model),
         launch=launcher("train"),
+        binarized=lambda w: f"results/data/bin/train{config['models'][w.model]['train_max_len']}",
     threads: config["train"]["threads"] * config["train"]["processes"]
     resources:
         **cluster_resources("train", config["train"]["processes"]),
@@ -33,4 +35,5 @@ rule train:
         " --src-train {input.src_train} --tgt-train {input.tgt_train}"
         " --src-dev {input.src_dev} --tgt-dev {input.tgt_dev}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
-        " --out-dir results/models/{wildcards.model}/replicate{wildcards.replicate} --log {log}"
+        " --binarized {params.binarized} --out-dir results/models/{wildcards.model}/replicate{wildcards.replicate}"
+        " --log {log}"

@@ -1,5 +1,6 @@
 # Stage 4: shortlists of the K most frequent words per language (the paper: K = 30000), from per-shard word
-# counts merged as sorted streams (memory grows with K and the shard count, not with the corpus).
+# counts merged as sorted streams (memory grows with K and the shard count, not with the corpus); each training
+# set as token ids that training memory-maps (binarize).
 
 
 rule count:
@@ -39,6 +40,30 @@ rule vocab:
         " --out-src {output.src} --out-tgt {output.tgt} --stats {output.stats} --log {log}"
 
 
+rule binarize:
+    input:
+        src=f"results/data/train{{maxlen}}.{SRC}",
+        tgt=f"results/data/train{{maxlen}}.{TGT}",
+        src_vocab=f"results/data/vocab.{SRC}.tsv",
+        tgt_vocab=f"results/data/vocab.{TGT}.tsv",
+        spm=SPM_FILES,
+        code=stage_code("binarize"),
+    output:
+        src="results/data/bin/train{maxlen}.src.bin",
+        tgt="results/data/bin/train{maxlen}.tgt.bin",
+        idx="results/data/bin/train{maxlen}.idx",
+        header="results/data/bin/train{maxlen}.json",
+    resources:
+        runtime=LONG_JOB_MINUTES,  # one job over the whole training set (the paper's ≤50: 12M pairs)
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/binarize/train{maxlen}.log",
+    shell:
+        "rnnsearch binarize --src {input.src} --tgt {input.tgt} --src-vocab {input.src_vocab}"
+        " --tgt-vocab {input.tgt_vocab} --out results/data/bin/train{wildcards.maxlen} --log {log}"
+
+
 rule data_report:
     input:
         corpus="results/data/raw/corpus.json",
@@ -50,6 +75,7 @@ rule data_report:
         tok_stats=[f for lang in (SRC, TGT) for f in gather.shard(f"results/data/shards/tok/{{scatteritem}}.{lang}.json")]
         + expand("results/data/tok/{split}.{lang}.json", split=["dev", "test"], lang=[SRC, TGT]),
         filters=expand("results/data/train{maxlen}.json", maxlen=TRAIN_LENS),
+        binarized=expand("results/data/bin/train{maxlen}.json", maxlen=TRAIN_LENS),
         vocab=[f"results/data/vocab.{SRC}.tsv", f"results/data/vocab.{TGT}.tsv", *SPM_FILES],
         code=stage_code("data-report"),
     output:
@@ -67,5 +93,6 @@ rule data_report:
     shell:
         "rnnsearch data-report --corpus {input.corpus} --tok-dir results/data/tok"
         " --vocab-dir results/data --clean-stats {input.clean} --filter-stats {input.filters}"
+        " --binarized {input.binarized}"
         " --tok-shards-src {input.tok_src} --tok-shards-tgt {input.tok_tgt}"
         " --out-md {output.md} --out-json {output.json} --out-png {output.png} --log {log}"

@@ -88,6 +88,7 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     shortlists beside them (`save`.{src,tgt}.tsv) for `decode_ours`."""
     from rnnsearch.bench.flops import train_flops
     from rnnsearch.data.batching import PaperBatches
+    from rnnsearch.data.binarized import TokenPairs
     from rnnsearch.runtime import keep_freed_memory
     from rnnsearch.training.train import batch_nll, make_optimizer
 
@@ -99,7 +100,7 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     tv, T = _shortlist_and_ids(f"{data}/train.{tgt}")
     model = _model(name, len(sv), len(tv)).train()
     optimizer = make_optimizer(model.parameters(), "adam", lr=1e-3)  # the peer config's
-    batches = iter(PaperBatches(S, T, 80, 20 if batching == "sorted" else 1, seed))
+    batches = iter(PaperBatches(TokenPairs.from_lists(S, T), 80, 20 if batching == "sorted" else 1, seed))
     counts = Counter()
     useful = executed = 0
     for step in range(updates):

@@ -77,6 +77,13 @@ BENCH_STAGES: tuple[Stage, ...] = (
                help="Moses-tokenized, XML-escaped text (the LIUM path)"),
            arg("--out", required=True, help="JSON"), arg("--md", required=True, help="Markdown table")),
           params=False),
+    Stage("bench-scale", "benchmark: every data stage and training start-up on generated WMT-shaped corpora of "
+          "millions of pairs (time, peak RSS, PSS of 2 processes); a projection to 12M and 36M",
+          "rnnsearch.bench.scale:run_bench_scale", lambda f, a, p: f(a.millions, a.out, a.md, a.work),
+          (arg("--millions", type=float, nargs="+", default=[1.0, 4.0], help="N: corpus sizes, millions of pairs"),
+           arg("--out", required=True, help="JSON"), arg("--md", required=True, help="Markdown table"),
+           arg("--work", help="a folder for the corpora (several GB at 4M pairs; default: scale-work beside --out)")),
+          params=False),
     Stage("bench-peer", "benchmark: training and fixed-length decoding side by side with JoeyNMT 2.3.0 "
           "(A, B, A, B)", "rnnsearch.bench.peer:run_bench_peer",
           lambda f, a, p: f(a.peer_script, a.peer_python, a.raw, a.datasets, a.updates, a.warmup, a.rounds,

@@ -10,11 +10,14 @@ batches and long ones in small: a block then gives as many minibatches as it nee
 from __future__ import annotations
 
 import random
+from array import array
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+import numpy as np
 import torch
 
+from rnnsearch.data.binarized import TokenPairs
 from rnnsearch.data.vocab import PAD_ID
 
 
@@ -74,35 +77,37 @@ class PaperBatches:
     within the block) is all a checkpoint needs to resume at exactly the next minibatch.
     """
 
-    def __init__(self, src: list[list[int]], tgt: list[list[int]], batch_size: int, sort_k: int, seed: int,
-                 batch_tokens: int = 0):
-        if len(src) != len(tgt):
-            raise ValueError("source and target corpora differ in length")
-        if not src:
+    def __init__(self, pairs: TokenPairs, batch_size: int, sort_k: int, seed: int, batch_tokens: int = 0):
+        if not len(pairs):
             raise ValueError("the training corpus is empty")
-        self.src, self.tgt, self.batch_size, self.sort_k, self.seed = src, tgt, batch_size, sort_k, seed
+        self.pairs, self.batch_size, self.sort_k, self.seed = pairs, batch_size, sort_k, seed
         self.batch_tokens = batch_tokens
         self.epoch, self.offset, self.in_block = 0, 0, 0  # the next batch to yield
-        self._order_epoch, self._order = -1, []
+        self._order_epoch, self._order = -1, np.zeros(0, np.uint32)
+
+    def _shuffled(self) -> np.ndarray:
+        """Epoch `epoch`'s order: `random.shuffle` of 0 … N − 1, in 4 bytes a pair (not a list of ints)."""
+        order = array("I", range(len(self.pairs)))
+        random.Random(self.seed * 1_000_003 + self.epoch).shuffle(order)
+        return np.frombuffer(order, dtype=np.uint32)
 
     def _block(self) -> list[list[int]]:
         """The minibatches of the block that starts at `offset` in epoch `epoch`."""
         if self._order_epoch != self.epoch:  # data shuffled once per epoch, then traversed sequentially
-            self._order = list(range(len(self.src)))
-            random.Random(self.seed * 1_000_003 + self.epoch).shuffle(self._order)
-            self._order_epoch = self.epoch
-        idx = sorted(self._order[self.offset : self.offset + self.batch_size * self.sort_k],
-                     key=lambda i: (len(self.tgt[i]), len(self.src[i])))
-        batches = self._split(idx)
+            self._order, self._order_epoch = self._shuffled(), self.epoch
+        block = self._order[self.offset : self.offset + self.batch_size * self.sort_k].astype(np.int64)
+        src_len, tgt_len = self.pairs.lengths(block)
+        by_length = np.lexsort((src_len, tgt_len))  # by target, then source length; stable, as sorted() was
+        batches = self._split(block[by_length].tolist(), np.maximum(src_len, tgt_len)[by_length].tolist())
         random.Random(f"{self.seed}/{self.epoch}/{self.offset}").shuffle(batches)
         return batches
 
-    def _split(self, idx: list[int]) -> list[list[int]]:
+    def _split(self, idx: list[int], longer: list[int]) -> list[list[int]]:
+        """`idx` (sorted) cut into minibatches; `longer`: each pair's longer side."""
         if not self.batch_tokens:
             return [idx[k : k + self.batch_size] for k in range(0, len(idx), self.batch_size)]
         batches, current, longest = [], [], 0
-        for i in idx:
-            n = max(len(self.src[i]), len(self.tgt[i]))
+        for i, n in zip(idx, longer):
             if current and (len(current) + 1) * max(longest, n) > self.batch_tokens:
                 batches.append(current)
                 current, longest = [], 0
@@ -116,10 +121,11 @@ class PaperBatches:
             while self.in_block < len(batches):
                 idx = batches[self.in_block]
                 self.in_block += 1
-                yield make_batch([self.src[i] for i in idx], [self.tgt[i] for i in idx], idx)
+                src, tgt = zip(*map(self.pairs.pair, idx))
+                yield make_batch(src, tgt, idx)
             self.in_block = 0
             self.offset += self.batch_size * self.sort_k
-            if self.offset >= len(self.src):
+            if self.offset >= len(self.pairs):
                 self.epoch, self.offset = self.epoch + 1, 0
 
     def state(self) -> dict:
@@ -132,7 +138,7 @@ class PaperBatches:
     def position(self) -> float:
         """Epochs done, as a fraction (for Table 2's 'Epochs')."""
         done = self.offset + sum(len(b) for b in self._block()[: self.in_block])
-        return self.epoch + min(done, len(self.src)) / len(self.src)
+        return self.epoch + min(done, len(self.pairs)) / len(self.pairs)
 
 
 def sequential_batches(src: list[list[int]], tgt: list[list[int]], batch_size: int) -> Iterator[Batch]:

@@ -93,7 +93,7 @@ def _steps(corpus: dict, clean: list[dict], filters: dict[int, dict]) -> list[di
 
 def run_data_report(corpus_json: str, tok_dir: str, clean_stats: list[str], filter_stats: list[str], vocab_dir: str,
                     src: str, tgt: str, out_md: str, out_json: str, out_png: str, tok_shards: tuple[list, list],
-                    max_len: int, max_ratio: float) -> dict:
+                    max_len: int, max_ratio: float, binarized: list[str] = ()) -> dict:
     tok_dir, vocab_dir = Path(tok_dir), Path(vocab_dir)
     corpus = read_json(corpus_json)
     filters = {}
@@ -124,6 +124,7 @@ def run_data_report(corpus_json: str, tok_dir: str, clean_stats: list[str], filt
     if normalised:  # lines (either side) that data.unicode changed; the embedded corpus is written in NFC
         report["unicode_normalised"] = normalised
     report["punctuation"] = _punctuation(tok_dir, tok_shards, src, tgt)
+    report["binarized"] = {Path(p).name.removesuffix(".json"): _binarized(read_json(p)) for p in binarized}
     write_json_atomic(out_json, report)
     _plot(histograms, src, tgt, out_png)
     with atomic_path(out_md) as tmp:
@@ -138,6 +139,13 @@ def _punctuation(tok_dir: Path, tok_shards: tuple[list, list], src: str, tgt: st
     stats = {text: [read_json(p) for p in paths] for text, paths in texts.items()}
     return {"normalize_punctuation": all(s["normalize_punctuation"] for ss in stats.values() for s in ss),
             "lines_changed": {text: sum(s["punctuation_normalised"] for s in ss) for text, ss in stats.items()}}
+
+
+def _binarized(header: dict) -> dict:
+    """The binarize stage's sizes and time, from its header."""
+    return {"pairs": header["pairs"], "dtype": header["dtype"], "seconds": header["seconds"],
+            **{f"{side}_tokens": header[side]["tokens"] for side in ("src", "tgt")},
+            "bytes": header["src"]["bin_bytes"] + header["tgt"]["bin_bytes"] + header["idx_bytes"]}
 
 
 def _plot(histograms: dict, src: str, tgt: str, out_png: str) -> None:
@@ -191,6 +199,12 @@ def _markdown(report: dict, src: str, tgt: str, png: Path, md: Path) -> str:
     for key, c in report["coverage"].items():
         lines.append(f"| {key} | {c['sentences']:,} | {c['words']:,} | {c['unk']:,} ({100 * c['unk_rate']:.2f} %) | "
                      f"{100 * c['coverage']:.2f} % |")
+    if report["binarized"]:
+        lines += ["", "## Binarized training sets (what training memory-maps)", "",
+                  "| set | pairs | ids | source ids | target ids | on disk | binarize time |",
+                  "|---|---:|---|---:|---:|---:|---:|"]
+        lines += [f"| {name} | {b['pairs']:,} | {b['dtype']} | {b['src_tokens']:,} | {b['tgt_tokens']:,} | "
+                  f"{b['bytes'] / 2**20:,.2f} MiB | {b['seconds']:.1f} s |" for name, b in report["binarized"].items()]
     lines += ["", "## Sentence lengths", "", f"![length histograms]({os.path.relpath(png, md.parent)})", ""]
     for key, h in report["histograms"].items():
         n = sum(h.values())

@@ -25,6 +25,7 @@ from torch.nn import functional as F
 
 from rnnsearch.checkpoint import load_checkpoint, save_checkpoint
 from rnnsearch.data.batching import Batch, PaperBatches, sequential_batches
+from rnnsearch.data.binarized import training_pairs
 from rnnsearch.data.vocab import PAD_ID, Vocab
 from rnnsearch.distributed import World, detect, process_device, process_group
 from rnnsearch.model import build_model
@@ -124,7 +125,7 @@ def validate(model, dev_src: list[list[int]], dev_tgt: list[list[int]], dev_src_
 
 def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src_train: str, tgt_train: str,
               src_dev: str, tgt_dev: str, src_vocab_path: str, tgt_vocab_path: str, out_dir: str,
-              text: dict | None = None) -> dict:
+              text: dict | None = None, binarized: str | None = None) -> dict:
     """Train `name` with its resolved model config; everything goes under `out_dir`.
 
     Every `checkpoint_every` updates, and on SIGTERM/SIGINT, the whole state goes to `checkpoint.pt` (the last
@@ -133,16 +134,16 @@ def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src
     the end, the dev set is scored; the best state by dev BLEU is kept (best-<update>.pt) and becomes `model.pt`.
     With `patience` > 0, training stops after that many validations without a better dev BLEU. `text` (the
     language pair, Unicode form and punctuation setting of the training text) goes into every checkpoint, for
-    translating a user's sentences the way the training text was prepared.
-
-    Started by torchrun or srun as N processes (`rnnsearch.distributed`), it trains data-parallel: the
-    same updates on the same global minibatches, each process computing the gradient of its share.
+    translating a user's sentences the way the training text was prepared. `binarized`: the prefix of the binarize
+    stage's files of this training text (memory-mapped; without it the text is read and encoded in memory).
+    Started by torchrun or srun as N processes (`rnnsearch.distributed`), it trains data-parallel: the same
+    updates on the same global minibatches, each process computing the gradient of its share.
     """
     world = detect()
     device = process_device(resolve_device(train_cfg.device), world)
     with _stop_on_signals() as stop, process_group(world, device):  # a SIGTERM while the data loads: update 1
         training = Training(name, model_cfg, train_cfg, seed, (src_train, tgt_train), (src_dev, tgt_dev),
-                            (src_vocab_path, tgt_vocab_path), Path(out_dir), world, device, text)
+                            (src_vocab_path, tgt_vocab_path), Path(out_dir), world, device, text, binarized)
         training.loop(stop)
         return training.finish()
 
@@ -153,7 +154,7 @@ class Training:
 
     def __init__(self, name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, train: tuple[str, str],
                  dev: tuple[str, str], vocab_paths: tuple[str, str], out: Path, world: World = World(),
-                 device: torch.device | None = None, text: dict | None = None):
+                 device: torch.device | None = None, text: dict | None = None, binarized: str | None = None):
         self.name, self.cfg, self.out, self.world = name, train_cfg, out, world
         seed_everything(seed)  # the same on every process: the same initial weights and minibatches
         torch.set_num_threads(train_cfg.threads)
@@ -163,7 +164,7 @@ class Training:
             log.warning("precision bf16: this CPU has no bf16 matrix instructions (AVX512-BF16 or AMX), so its bf16 "
                         "products are emulated and training will be slower than in fp32")
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab = Vocab.load(vocab_paths[0]), Vocab.load(vocab_paths[1])
-        self.src, tgt = encode_corpus(*read_parallel(*train), src_vocab, tgt_vocab)
+        self.pairs = training_pairs(train, (src_vocab, tgt_vocab), vocab_paths, binarized)
         self.dev_lines = read_parallel(*dev)
         self.dev_src, self.dev_tgt = encode_corpus(*self.dev_lines, src_vocab, tgt_vocab)
         scale = world.size if train_cfg.scale_batch else 1  # the global minibatch: batch_size, or per process
@@ -177,7 +178,7 @@ class Training:
         self.net = self.model if world.size == 1 else torch.nn.parallel.DistributedDataParallel(self.model)
         self.optimizer = make_optimizer(self.model.parameters(), train_cfg.optimizer, train_cfg.lr, train_cfg.rho,
                                         train_cfg.eps)
-        self.batches = PaperBatches(self.src, tgt, batch_size, train_cfg.sort_batches, seed, batch_tokens)
+        self.batches = PaperBatches(self.pairs, batch_size, train_cfg.sort_batches, seed, batch_tokens)
         vocabs = {"src": (vocab_paths[0], src_vocab), "tgt": (vocab_paths[1], tgt_vocab)}
         resumed = start_or_resume(out, self.config, self.model, self.optimizer, self.batches, device, vocabs,
                                   owner=world.leader, read_by_all=world.barrier)
@@ -188,7 +189,7 @@ class Training:
         self.commit = git_commit()
         log.info("%s: %s", name, ", ".join(f"{k} {v}" for k, v in self.model.cfg.items()))
         log.info("%s: %s parameters, %d training pairs, %d dev pairs, device %s%s, git %s", name,
-                 f"{self.model.num_parameters():,}", len(self.src), len(self.dev_src), device,
+                 f"{self.model.num_parameters():,}", len(self.pairs), len(self.dev_src), device,
                  " (bf16 autocast)" if self.bf16 else "", self.commit)
         self.live = live(out / "dvclive", resume=resumed is not None) if world.leader else None
         self.seconds_before, self.start = self.state.seconds, time.perf_counter()
@@ -393,6 +394,6 @@ class Training:
             "train_nll": state.smoothed_train_nll(), "dev_nll": selected["dev_nll"],
             "dev_nll_per_word": selected["dev_nll_per_word"], "dev_bleu": selected["dev_bleu"],
             "selected_update": state.best["update"], "early_stopped": early_stopped,
-            "train_pairs": len(self.src), "git": self.commit, "runs": state.runs,
+            "train_pairs": len(self.pairs), "git": self.commit, "runs": state.runs,
             "words": state.words,  # source + target words trained on (all updates)
         }
