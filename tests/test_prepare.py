@@ -99,12 +99,14 @@ def test_the_data_benchmark_reports_rates_memory_and_the_projection(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_scale_benchmark_runs_every_data_stage_and_training_start_up(tmp_path):
+def test_the_scale_benchmark_runs_every_data_stage_and_training_start_up(tmp_path, monkeypatch):
     """Its plumbing on 600 pairs (and the 200-pair baseline): every stage by its command, memory from each job,
-    start-up of 1 and of 2 processes (torchrun), the goals and a labelled projection."""
+    start-up of 1 and of 2 processes (torchrun), the goals and a labelled projection. Relative paths, as the rule
+    gives them; the corpora in the default folder beside the JSON."""
     from rnnsearch.bench.scale import run_bench_scale
 
-    r = run_bench_scale([0.0006], str(tmp_path / "s.json"), str(tmp_path / "s.md"), str(tmp_path / "work"))
+    monkeypatch.chdir(tmp_path)
+    r = run_bench_scale([0.0006], "bench/s.json", "bench/s.md")
     assert [run["pairs"] for run in r["runs"]] == [200, 600]
     for run in r["runs"]:
         assert list(run["stages"]) == ["corpus", "shard", "tokenize", "clean", "gather", "filter", "count", "vocab",
@@ -116,4 +118,5 @@ def test_the_scale_benchmark_runs_every_data_stage_and_training_start_up(tmp_pat
         assert 0 < one["seconds_to_first_update"] and 0 < one["pss_mb_summed"] < two["pss_mb_summed"]
     assert r["goals"]["pairs"] == 600 and r["goals"]["stage_time_over_linear"] == {}  # one N: nothing to compare
     assert r["projection"]["12M"]["label"].startswith("projection from the 600-pair run")
-    assert "| binarize |" in (tmp_path / "s.md").read_text() and not (tmp_path / "work" / "pairs600").exists()
+    assert "| binarize |" in (tmp_path / "bench/s.md").read_text()
+    assert list((tmp_path / "bench/scale-work").iterdir()) == []  # each corpus deleted once measured

@@ -62,13 +62,14 @@ def generate(pairs: int, out: Path, seed: int = 1) -> None:
                     f.write("".join(" ".join(s) + "\n" for s in np.split(words, cuts)))
 
 
-def _run(cmds: list[list[str]], log: Path) -> dict:
-    """The commands, as many at a time as there are cores: wall time and the largest peak RSS of any of them."""
+def _run(cmds: list[list[str]], log: Path, cwd: Path) -> dict:
+    """The commands, run in `cwd` as many at a time as there are cores: wall time and the largest peak RSS of any
+    of them."""
     pending, running, peak, start = list(cmds), {}, 0.0, time.perf_counter()
     with open(log, "a") as out:
         while pending or running:
             while pending and len(running) < (os.cpu_count() or 1):
-                proc = subprocess.Popen(pending.pop(0), stdout=out, stderr=subprocess.STDOUT)
+                proc = subprocess.Popen(pending.pop(0), stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
                 running[proc.pid] = proc
             pid, status, usage = os.wait4(-1, 0)
             proc = running.pop(pid)
@@ -79,8 +80,8 @@ def _run(cmds: list[list[str]], log: Path) -> dict:
     return {"seconds": round(time.perf_counter() - start, 2), "jobs": len(cmds), "peak_rss_mb": round(peak, 1)}
 
 
-def _stage_commands(w: Path, shards: int) -> list[tuple[str, list[list[str]]]]:
-    """Every data stage's jobs, in the pipeline's order, as `rnnsearch` commands run in `w`."""
+def _stage_commands(shards: int) -> list[tuple[str, list[list[str]]]]:
+    """Every data stage's jobs, in the pipeline's order, as `rnnsearch` commands run in the corpus's folder."""
     cli = [sys.executable, "-m", "rnnsearch.cli"]
     ids, langs = [f"{i + 1}-of-{shards}" for i in range(shards)], ("en", "fr")
 
@@ -122,12 +123,7 @@ def _prepare(pairs: int, w: Path, params: dict) -> dict:
     (w / "params.yaml").write_text(yaml.safe_dump({**params, "data": {**params["data"], "source": "local",
                                                                       "local": local}}))
     shards = math.ceil(pairs / SHARD_PAIRS)
-    cwd = os.getcwd()
-    os.chdir(w)
-    try:
-        stages = {name: _run(cmds, w / "stages.log") for name, cmds in _stage_commands(w, shards)}
-    finally:
-        os.chdir(cwd)
+    stages = {name: _run(cmds, w / "stages.log", w) for name, cmds in _stage_commands(shards)}
     return {"pairs": pairs, "shards": shards, "generate_seconds": generated, "stages": stages}
 
 
@@ -142,7 +138,7 @@ def _startup_commands(w: Path, processes: int) -> list[str]:
 def _startup(w: Path, processes: int) -> dict:
     """Training start-up with `processes` processes: the slowest one's seconds to its first update, the largest
     peak RSS, and the PSS of all of them summed while all were alive."""
-    _run([_startup_commands(w, processes)], w / "startup.log")
+    _run([_startup_commands(w, processes)], w / "startup.log", w)
     ranks = [read_json(p) for p in sorted((w / f"startup{processes}").glob("rank*.json"))]
     if len(ranks) != processes:
         raise RuntimeError(f"{len(ranks)} of {processes} training processes reported; see {w / 'startup.log'}")
@@ -200,7 +196,7 @@ def run_bench_scale(millions: list[float], out_json: str, out_md: str, work: str
     from rnnsearch.closure import REPO
 
     params = cfg.overlay(cfg.load_params([REPO / "params.yaml"]), SETTINGS, "bench-scale settings")
-    work_dir = Path(work or Path(out_json).parent / "scale-work")
+    work_dir = Path(work or Path(out_json).parent / "scale-work").resolve()
     runs = []
     for pairs in [BASELINE_PAIRS] + [round(m * 1_000_000) for m in millions]:
         w = work_dir / f"pairs{pairs}"
