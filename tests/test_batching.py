@@ -163,3 +163,20 @@ def test_batches_from_the_binarized_files_equal_batches_from_the_text(text_and_b
     assert a.epoch >= 2
     itc = iter(c)
     assert [next(itc).index for _ in after] == after
+
+
+def test_binarize_refuses_texts_of_different_lengths_and_writes_nothing(tmp_path):
+    import re
+
+    from rnnsearch.data.binarized import run_binarize
+    from rnnsearch.data.vocab import Vocab
+    from rnnsearch.textio import InputError
+
+    write_text(tmp_path / "t.src", [["a", "b"]] * 3)
+    write_text(tmp_path / "t.tgt", [["a"]] * 2)
+    Vocab(["<pad>", "</s>", "[UNK]", "a", "b"], [0, 0, 0, 1, 1]).save(tmp_path / "v.tsv")
+    want = f"{tmp_path / 't.tgt'} has 2 lines but {tmp_path / 't.src'} has more: parallel files must align"
+    with pytest.raises(InputError, match=re.escape(want)):
+        run_binarize(tmp_path / "t.src", tmp_path / "t.tgt", tmp_path / "v.tsv", tmp_path / "v.tsv",
+                     str(tmp_path / "bin/t"))
+    assert list((tmp_path / "bin").iterdir()) == []

@@ -4,9 +4,13 @@ The layout of fairseq's `MMapIndexedDataset`, for sentence pairs. For a prefix s
 
 * `train50.src.bin`, `train50.tgt.bin`: every sentence's ids (`Vocab.encode`: </s> included), one after the
   other, in the smallest unsigned type that holds the shortlist (uint16 below 65,536 words);
-* `train50.idx`: a .npy of int64 offsets, shape (2, N + 1): sentence i of side s is `ids[s][o[s, i]:o[s, i + 1]]`;
+* `train50.idx`: int64 offsets, (N + 1) rows of (source, target): sentence i of side s is
+  `ids[s][o[i, s]:o[i + 1, s]]` (pair-major: a pair's offsets lie side by side, on one page);
 * `train50.json`: the header, written last: the format, pair count, dtype, each file's size, and for each side the
   sha256 of its shortlist and of its text (with the text's size and mtime), and the stage's time.
+
+The stage reads both texts line by line, in step, and writes the three files as it goes: its memory does not grow
+with the corpus.
 
 Training maps the arrays (`numpy.memmap`): before the first update it reads the header and the shortlists; a
 minibatch reads its own sentences' ids; processes on one machine share the pages. A header whose shortlist or
@@ -15,8 +19,9 @@ text differs from the files training is given stops training, naming both files.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
+import itertools
 import time
 from array import array
 from dataclasses import dataclass
@@ -28,7 +33,7 @@ import numpy as np
 from rnnsearch.data.vocab import Vocab, spm_path
 from rnnsearch.textio import BOM, InputError, atomic_path, read_json, read_parallel, write_json_atomic
 
-FORMAT = "rnnsearch-binarized-pairs/1"
+FORMAT = "rnnsearch-binarized-pairs/2"
 SIDES = ("src", "tgt")
 _TYPECODES = {"uint8": "B", "uint16": "H", "uint32": "I"}  # array typecodes of numpy's unsigned types (Linux)
 
@@ -36,22 +41,22 @@ _TYPECODES = {"uint8": "B", "uint16": "H", "uint32": "I"}  # array typecodes of 
 @dataclass
 class TokenPairs:
     """Sentence pairs as flat id arrays (in memory or memory-mapped): pair i is
-    (ids[0][offsets[0, i]:offsets[0, i + 1]], ids[1][offsets[1, i]:offsets[1, i + 1]])."""
+    (ids[0][offsets[i, 0]:offsets[i + 1, 0]], ids[1][offsets[i, 1]:offsets[i + 1, 1]])."""
 
     ids: tuple[np.ndarray, np.ndarray]  # (source ids, target ids), each flat
-    offsets: np.ndarray  # (2, N + 1) int64
+    offsets: np.ndarray  # (N + 1, 2) int64
 
     def __len__(self) -> int:
-        return self.offsets.shape[1] - 1
+        return self.offsets.shape[0] - 1
 
     def lengths(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Source and target lengths (</s> included) of the pairs `idx`, as two int64 arrays."""
-        o = self.offsets
-        return o[0, idx + 1] - o[0, idx], o[1, idx + 1] - o[1, idx]
+        start, end = self.offsets[idx], self.offsets[idx + 1]  # (len(idx), 2) each
+        return end[:, 0] - start[:, 0], end[:, 1] - start[:, 1]
 
     def pair(self, i: int) -> tuple[list[int], list[int]]:
-        o = self.offsets
-        return (self.ids[0][o[0, i]:o[0, i + 1]].tolist(), self.ids[1][o[1, i]:o[1, i + 1]].tolist())
+        (s0, t0), (s1, t1) = self.offsets[i], self.offsets[i + 1]
+        return self.ids[0][s0:s1].tolist(), self.ids[1][t0:t1].tolist()
 
     @classmethod
     def from_lists(cls, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]]) -> "TokenPairs":
@@ -60,7 +65,7 @@ class TokenPairs:
             raise ValueError("source and target corpora differ in length")
         sides = [(np.fromiter((t for s in side for t in s), dtype=np.int64),
                   np.concatenate([[0], np.cumsum([len(s) for s in side], dtype=np.int64)])) for side in (src, tgt)]
-        return cls((sides[0][0], sides[1][0]), np.stack([sides[0][1], sides[1][1]]))
+        return cls((sides[0][0], sides[1][0]), np.stack([sides[0][1], sides[1][1]], axis=1))
 
 
 def id_dtype(vocab_size: int) -> str:
@@ -96,44 +101,60 @@ def text_lines(path: Path, digest) -> Iterator[str]:
                 raise InputError(f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line") from None
 
 
-def _write_side(text: Path, vocab: Vocab, out: Path, dtype: str) -> tuple[array, dict]:
-    """Encodes `text` line by line into `out` (atomically); returns the offsets and the side's header."""
-    digest, offsets, buf = hashlib.sha256(), array("q", [0]), array(_TYPECODES[dtype])
-    with atomic_path(out) as tmp, open(tmp, "wb") as f:
-        for line in text_lines(text, digest):
-            ids = vocab.encode(line.split())
-            buf.extend(ids)
-            offsets.append(offsets[-1] + len(ids))
-            if len(buf) >= 1 << 20:
-                buf.tofile(f)
-                del buf[:]
-        buf.tofile(f)
-    st = text.stat()
-    return offsets, {"text": str(text), "text_sha256": digest.hexdigest(), "text_bytes": st.st_size,
-                     "text_mtime_ns": st.st_mtime_ns, "tokens": offsets[-1], "bin_bytes": out.stat().st_size}
+def _encoded_pairs(texts: tuple[Path, Path], vocabs: tuple[Vocab, Vocab], digests: tuple) -> Iterator[tuple]:
+    """Both texts read in step, line by line: each pair's ids (`Vocab.encode`, </s> included)."""
+    missing = object()
+    lines = itertools.zip_longest(*(text_lines(t, d) for t, d in zip(texts, digests)), fillvalue=missing)
+    for lineno, (s, t) in enumerate(lines, 1):
+        if s is missing or t is missing:
+            short, long = texts if s is missing else texts[::-1]
+            raise InputError(f"{short} has {lineno - 1} lines but {long} has more: parallel files must align line "
+                             "by line")
+        yield vocabs[0].encode(s.split()), vocabs[1].encode(t.split())
+
+
+def _write(texts: tuple[Path, Path], vocabs: tuple[Vocab, Vocab], files: dict[str, Path], dtype: str) -> dict:
+    """The ids of both sides and the offsets, streamed into temporary files renamed onto `files` at the end;
+    returns each side's header entry and the pair count."""
+    digests, code = (hashlib.sha256(), hashlib.sha256()), _TYPECODES[dtype]
+    bufs, offsets, ends, pairs = (array(code), array(code)), array("q", [0, 0]), [0, 0], 0
+    with contextlib.ExitStack() as stack:
+        tmp = {k: stack.enter_context(atomic_path(files[k])) for k in (*SIDES, "idx")}
+        outs = [stack.enter_context(open(tmp[k], "wb")) for k in (*SIDES, "idx")]
+        for pair in _encoded_pairs(texts, vocabs, digests):
+            for k, ids in enumerate(pair):
+                bufs[k].extend(ids)
+                ends[k] += len(ids)
+            offsets.extend(ends)
+            pairs += 1
+            if len(offsets) >= 1 << 18:
+                for buf, out in zip((*bufs, offsets), outs):
+                    buf.tofile(out)
+                    del buf[:]
+        for buf, out in zip((*bufs, offsets), outs):
+            buf.tofile(out)
+            out.close()
+        sizes = [Path(tmp[k]).stat().st_size for k in (*SIDES, "idx")]
+    sides = {}
+    for k, (side, text) in enumerate(zip(SIDES, texts)):
+        st = text.stat()
+        sides[side] = {"text": str(text), "text_sha256": digests[k].hexdigest(), "text_bytes": st.st_size,
+                       "text_mtime_ns": st.st_mtime_ns, "tokens": ends[k], "bin_bytes": sizes[k]}
+    return {**sides, "pairs": pairs, "idx_bytes": sizes[2]}
 
 
 def run_binarize(src: str, tgt: str, src_vocab: str, tgt_vocab: str, out: str) -> dict:
     """The binarize stage: `src`/`tgt` (a tokenized training set) encoded with the shortlists into `out`.*."""
     start, files = time.perf_counter(), paths(out)
-    vocabs = {"src": (Path(src_vocab), Vocab.load(src_vocab)), "tgt": (Path(tgt_vocab), Vocab.load(tgt_vocab))}
-    dtype = id_dtype(max(len(v) for _, v in vocabs.values()))
+    vocab_paths = (Path(src_vocab), Path(tgt_vocab))
+    vocabs = (Vocab.load(src_vocab), Vocab.load(tgt_vocab))
+    dtype = id_dtype(max(map(len, vocabs)))
     files["header"].parent.mkdir(parents=True, exist_ok=True)
     files["header"].unlink(missing_ok=True)  # no header beside half-written arrays
-    header = {"format": FORMAT, "dtype": dtype}
-    offsets = {}
-    for side, text in zip(SIDES, (Path(src), Path(tgt))):
-        offsets[side], header[side] = _write_side(text, vocabs[side][1], files[side], dtype)
-        header[side].update(vocab=str(vocabs[side][0]), vocab_sha256=vocab_sha256(vocabs[side][0]),
-                            vocab_size=len(vocabs[side][1]))
-    pairs = [len(offsets[s]) - 1 for s in SIDES]
-    if pairs[0] != pairs[1]:
-        raise InputError(f"{src} has {pairs[0]} lines but {tgt} has {pairs[1]}: parallel files must align line by "
-                         "line")
-    with atomic_path(files["idx"]) as tmp, open(tmp, "wb") as f:
-        np.save(f, np.stack([np.frombuffer(offsets[s], dtype=np.int64) for s in SIDES]))
-    header.update(pairs=pairs[0], idx_bytes=files["idx"].stat().st_size,
-                  seconds=round(time.perf_counter() - start, 3))
+    header = {"format": FORMAT, "dtype": dtype, **_write((Path(src), Path(tgt)), vocabs, files, dtype)}
+    for side, path, vocab in zip(SIDES, vocab_paths, vocabs):
+        header[side].update(vocab=str(path), vocab_sha256=vocab_sha256(path), vocab_size=len(vocab))
+    header["seconds"] = round(time.perf_counter() - start, 3)
     write_json_atomic(files["header"], header)
     return header
 
@@ -176,10 +197,10 @@ def load(prefix: str | Path, texts: tuple[str, str], vocabs: tuple[str, str]) ->
             raise InputError(f"{f}: file not found (the binarize stage writes it)")
     header = read_json(files["header"])
     _check(header, files, texts, vocabs)
-    offsets = np.load(files["idx"], mmap_mode="r")
-    if offsets.shape != (2, header["pairs"] + 1):
-        raise InputError(f"{files['idx']}: offsets of shape {offsets.shape}, {files['header']} says "
-                         f"{header['pairs']} pairs")
+    if files["idx"].stat().st_size != 16 * (header["pairs"] + 1):
+        raise InputError(f"{files['idx']}: {files['idx'].stat().st_size} bytes, {files['header']} says "
+                         f"{header['pairs']} pairs ({16 * (header['pairs'] + 1)} bytes)")
+    offsets = np.memmap(files["idx"], dtype=np.int64, mode="r", shape=(header["pairs"] + 1, 2))
     ids = tuple(np.memmap(files[s], dtype=header["dtype"], mode="r") if header[s]["tokens"] else
                 np.zeros(0, header["dtype"]) for s in SIDES)
     return TokenPairs(ids, offsets)
