@@ -120,6 +120,9 @@ def test_the_scale_benchmark_runs_every_data_stage_and_training_start_up(tmp_pat
             assert (one["processes"], two["processes"]) == (1, 2) and one["pairs"] == two["pairs"] <= pairs
             assert 0 < one["seconds_to_first_update"] and 0 < one["pss_mb_summed"] < two["pss_mb_summed"]
             assert one["first_update"]["batch"][0] <= 80 and one["first_update"]["peak_rss_mb"] >= one["peak_rss_mb"]
+        (text,) = run["startup"]["text"]  # the same set read as text, as training did before binarize
+        assert text["pairs"] == run["startup"]["train50"][0]["pairs"] and text["seconds_to_first_update"] > 0
+        assert text["first_update"]["batch"] == run["startup"]["train50"][0]["first_update"]["batch"]
     g = r["goals"]
     assert g["pairs"] == 600 and set(g["stage_time_over_linear"]) == set(r["runs"][0]["stages"])
     assert set(g["met"]) == {"startup_at_most_10_s", "rss_within_200_mb_of_baseline", "pss_of_two_at_most_1.3x_one",
