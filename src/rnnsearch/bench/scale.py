@@ -294,12 +294,14 @@ def markdown(result: dict) -> str:
     g = result["goals"]
     lines += ["", f"At {g['pairs']:,} pairs: start-up {g['startup_seconds']} s; peak RSS "
               f"{g['startup_peak_rss_over_baseline_mb']:+} MB against its first {BASELINE_PAIRS} pairs (reading "
-              f"the text: {g['text_startup']['seconds']} s, {g['text_startup']['peak_rss_over_baseline_mb']:+} MB); two "
+              f"the text: {g['text_startup']['seconds']} s, {g['text_startup']['peak_rss_over_baseline_mb']:+} MB); "
+              "two "
               f"processes' PSS {g['two_processes_pss_over_one']}× one's (the corpus's share: "
               f"{g['corpus_pss_mb']['one_process']} MB in one process, {g['corpus_pss_mb']['two_processes']} MB in "
               f"two); largest stage peak RSS {g['stage_peak_rss_mb_largest']} MB; stage time over linear: "
               + (", ".join(f"{k} {v}" for k, v in g["stage_time_over_linear"].items()) or "one N only")
-              + f" (compared: the stages of a second or more at the smallest N, {', '.join(g['stage_time_compared'])}).",
+              + " (compared: the stages of a second or more at the smallest N, "
+              + ", ".join(g["stage_time_compared"]) + ").",
               "Goals met: " + ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in g["met"].items()) + ".", ""]
     for p, proj in result["projection"].items():
         lines.append(f"- {p} pairs ({proj['label']}): start-up {proj['startup_seconds']} s, peak RSS "
