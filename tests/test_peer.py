@@ -44,6 +44,13 @@ def test_every_system_is_scored_the_same_way(tmp_path):
         run_compare(systems, str(tmp_path / "ref"), str(tmp_path))
 
 
+def test_bf16_is_native_only_where_onednn_may_use_its_instructions(monkeypatch):
+    """A CPU with AVX512-BF16 limited to AVX2 (ONEDNN_MAX_CPU_ISA, as when it stands in for one without AVX-512)
+    emulates bf16: the side-by-side benchmark leaves its bf16 run out and training warns, as on that CPU."""
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert not native_bf16_cpu()
+
+
 def test_a_python_without_joeynmt_is_named(tmp_path):
     with pytest.raises(InputError, match=rf"'peer.python': {sys.executable} cannot import joeynmt"):
         check_peer_python(sys.executable)

@@ -69,11 +69,17 @@ def resolve_device(name: str) -> "torch.device":
 
 
 def native_bf16_cpu() -> bool:
-    """Whether this CPU multiplies bf16 matrices in hardware (AVX512-BF16 or AMX); elsewhere oneDNN emulates them."""
+    """Whether bf16 matrices are multiplied in hardware here (AVX512-BF16 or AMX); elsewhere oneDNN emulates them.
+    Instructions that the CPU has but this process may not use count as absent: ATEN_CPU_CAPABILITY below avx512 or
+    ONEDNN_MAX_CPU_ISA below AVX512_CORE_BF16 (as when a machine stands in for one without AVX-512)."""
     import torch
 
     checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own probes (private)
-    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+    if not any(getattr(torch.cpu, name, lambda: False)() for name in checks):
+        return False
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "ALL")).upper()
+    allowed = isa in ("", "ALL") or any(s in isa for s in ("BF16", "FP16", "AMX", "AVX10"))
+    return allowed and torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "NO AVX", "AVX2")
 
 
 def git_commit() -> str:
