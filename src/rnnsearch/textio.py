@@ -127,6 +127,20 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     return out
 
 
+def iter_lines(path: str | os.PathLike, digest=None) -> Iterator[str]:
+    """The lines of `read_lines`, streamed (memory of one line); each line's raw bytes also go to `digest` (a
+    hashlib object) when given."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if digest is not None:
+                digest.update(raw)
+            try:
+                text = raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line") from None
+            yield text.removeprefix(BOM) if lineno == 1 else text
+
+
 def read_parallel(src: str | os.PathLike, tgt: str | os.PathLike) -> tuple[list[str], list[str]]:
     """Two line-aligned files; a different number of lines is an error naming both files and counts."""
     a, b = read_lines(src), read_lines(tgt)

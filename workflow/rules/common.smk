@@ -7,6 +7,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from rnnsearch import config as rcfg
+from rnnsearch.data.binarized import paths as binarized_paths
 from rnnsearch.stages import stage_code as stage_files
 
 # Snakemake keeps only the last of several --configfile flags: the files of the others would be dropped unseen.
@@ -172,10 +173,13 @@ def train_file(model, lang):
     return f"results/data/train{config['models'][model]['train_max_len']}.{lang}"
 
 
+def binarized_prefix(model):
+    """The prefix of the binarize stage's files of the model's training set."""
+    return f"results/data/bin/train{config['models'][model]['train_max_len']}"
+
+
 def binarized_files(model):
-    """The binarize stage's files of the model's training set."""
-    prefix = f"results/data/bin/train{config['models'][model]['train_max_len']}"
-    return [f"{prefix}.src.bin", f"{prefix}.tgt.bin", f"{prefix}.idx", f"{prefix}.json"]
+    return [str(p) for p in binarized_paths(binarized_prefix(model)).values()]
 
 
 def final_outputs():

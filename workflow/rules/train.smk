@@ -20,7 +20,7 @@ rule train:
     params:
         stage=lambda w: stage_params("train", w.model),
         launch=launcher("train"),
-        binarized=lambda w: f"results/data/bin/train{config['models'][w.model]['train_max_len']}",
+        binarized=lambda w: binarized_prefix(w.model),
     threads: config["train"]["threads"] * config["train"]["processes"]
     resources:
         **cluster_resources("train", config["train"]["processes"]),

@@ -31,11 +31,10 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from rnnsearch.data.vocab import Vocab, spm_path
-from rnnsearch.textio import BOM, InputError, atomic_path, read_json, read_parallel, write_json_atomic
+from rnnsearch.textio import InputError, atomic_path, iter_lines, read_json, read_parallel, write_json_atomic
 
 FORMAT = "rnnsearch-binarized-pairs/2"
 SIDES = ("src", "tgt")
-_TYPECODES = {"uint8": "B", "uint16": "H", "uint32": "I"}  # array typecodes of numpy's unsigned types (Linux)
 
 
 @dataclass
@@ -87,24 +86,10 @@ def vocab_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def text_lines(path: Path, digest) -> Iterator[str]:
-    """The lines of a UTF-8 text as `textio.read_lines` reads them (no BOM, no '\\r'), streamed, each line's bytes
-    fed to `digest`."""
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            digest.update(raw)
-            if lineno == 1:
-                raw = raw.removeprefix(BOM.encode("utf-8"))
-            try:
-                yield raw.decode("utf-8").rstrip("\n").rstrip("\r")
-            except UnicodeDecodeError as e:
-                raise InputError(f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line") from None
-
-
 def _encoded_pairs(texts: tuple[Path, Path], vocabs: tuple[Vocab, Vocab], digests: tuple) -> Iterator[tuple]:
     """Both texts read in step, line by line: each pair's ids (`Vocab.encode`, </s> included)."""
     missing = object()
-    lines = itertools.zip_longest(*(text_lines(t, d) for t, d in zip(texts, digests)), fillvalue=missing)
+    lines = itertools.zip_longest(*(iter_lines(t, d) for t, d in zip(texts, digests)), fillvalue=missing)
     for lineno, (s, t) in enumerate(lines, 1):
         if s is missing or t is missing:
             short, long = texts if s is missing else texts[::-1]
@@ -116,7 +101,7 @@ def _encoded_pairs(texts: tuple[Path, Path], vocabs: tuple[Vocab, Vocab], digest
 def _write(texts: tuple[Path, Path], vocabs: tuple[Vocab, Vocab], files: dict[str, Path], dtype: str) -> dict:
     """The ids of both sides and the offsets, streamed into temporary files renamed onto `files` at the end;
     returns each side's header entry and the pair count."""
-    digests, code = (hashlib.sha256(), hashlib.sha256()), _TYPECODES[dtype]
+    digests, code = (hashlib.sha256(), hashlib.sha256()), np.dtype(dtype).char  # "B", "H", "I": array's codes
     bufs, offsets, ends, pairs = (array(code), array(code)), array("q", [0, 0]), [0, 0], 0
     with contextlib.ExitStack() as stack:
         tmp = {k: stack.enter_context(atomic_path(files[k])) for k in (*SIDES, "idx")}
@@ -174,7 +159,7 @@ def _check(header: dict, files: dict[str, Path], texts: tuple[str, str], vocabs:
             raise InputError(f"{text}: file not found")
         st = text.stat()
         if st.st_size != h["text_bytes"] or (st.st_mtime_ns != h["text_mtime_ns"]
-                                             and _sha256(text) != h["text_sha256"]):
+                                             and _sha256(text) != h["text_sha256"]):  # touched, maybe changed
             raise InputError(f"{where}: stale against {text} (made from a text of {h['text_bytes']} bytes, sha256 "
                              f"{h['text_sha256'][:12]}…, which it no longer is); rerun the binarize stage")
         if files[side].stat().st_size != h["bin_bytes"]:
@@ -182,11 +167,8 @@ def _check(header: dict, files: dict[str, Path], texts: tuple[str, str], vocabs:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def load(prefix: str | Path, texts: tuple[str, str], vocabs: tuple[str, str]) -> TokenPairs:

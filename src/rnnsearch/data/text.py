@@ -18,7 +18,7 @@ from typing import Callable
 
 from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 
-from rnnsearch.textio import BOM, InputError, atomic_path, normalise, write_json_atomic
+from rnnsearch.textio import atomic_path, iter_lines, normalise, write_json_atomic
 
 _MOSES_ESCAPES = re.compile(r"&(amp|lt|gt|quot|apos|#124|#91|#93);")
 # A French elided word before a number (`d'1`): Moses tokenizes it `d ' 1` and detokenizes that as `d '1`.
@@ -94,13 +94,7 @@ def run_tokenize(inp: str, out: str, lang: str, aggressive_dash: bool, pretokeni
 
 
 def _text_lines(path: str, unicode: str = "NFC"):
-    with open(path, "rb") as f:
-        for i, raw in enumerate(f, 1):
-            try:
-                text = raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8")
-                yield normalise(text.removeprefix(BOM) if i == 1 else text, unicode)
-            except UnicodeDecodeError as e:
-                raise InputError(f"{path}:{i}: invalid UTF-8 at byte {e.start} of the line") from None
+    return (normalise(text, unicode) for text in iter_lines(path))
 
 
 def _progress(path: str):
