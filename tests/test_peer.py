@@ -93,7 +93,8 @@ def test_joeynmt_trains_for_our_training_time_on_our_data(tiny_dag, tmp_path):
 
 @pytest.mark.slow
 def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
-    """bench-peer at its smallest: one round on Multi30k, 12 updates (2 timed), greedy fixed-length decoding."""
+    """bench-peer at its smallest: one round on Multi30k, 12 updates (2 timed), greedy fixed-length decoding, one
+    thread each (the other pytest worker has the other core: two threads would wait on each other's spin)."""
     from rnnsearch.bench.peer import run_bench_peer
 
     python = peer_python_or_skip()
@@ -101,7 +102,7 @@ def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
     if not (shared / "bench" / "peer_joeynmt.sh").exists() or not (shared / "data" / "PROVENANCE.md").exists():
         pytest.skip(f"the peer benchmark or its data not found in {shared}")
     r = run_bench_peer(str(shared / "bench" / "peer_joeynmt.sh"), python, str(shared / "data"), ["multi30k"], 12, 10,
-                       1, ["greedy"], 2, 42, str(tmp_path / "peer.json"), str(tmp_path / "peer.md"),
+                       1, ["greedy"], 1, 42, str(tmp_path / "peer.json"), str(tmp_path / "peer.md"),
                        str(tmp_path / "peer.log"))
     ds = r["datasets"]["multi30k"]
     assert ds["fixed_length"] == 15  # the peer benchmark's N for Multi30k (README: 15)

@@ -30,7 +30,7 @@ SLURM = ["--profile", "slurm", "--slurm-status-command", "squeue",
 GPU = {"cluster": {"train": {"gpu": 1}, "decode": {"gpu": 1}}}
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="session", autouse=True)  # session: before the session's tiny_dag, which a skip never needs
 def slurm():
     try:
         state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20).stdout
