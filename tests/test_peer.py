@@ -51,6 +51,16 @@ def test_bf16_is_native_only_where_onednn_may_use_its_instructions(monkeypatch):
     assert not native_bf16_cpu()
 
 
+def test_the_warm_up_leaves_two_updates_to_time_as_the_peer_script_needs(tmp_path):
+    from rnnsearch.bench.peer import run_bench_peer
+
+    for updates, warmup in ((3, 2), (12, 0)):
+        with pytest.raises(InputError, match=rf"--warmup {warmup} with --updates {updates}: .*1 <= --warmup <= "):
+            run_bench_peer("peer_joeynmt.sh", sys.executable, "raw", ["multi30k"], updates, warmup, 1, ["greedy"], 1,
+                           42, str(tmp_path / "peer.json"), str(tmp_path / "peer.md"), str(tmp_path / "peer.log"))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_python_without_joeynmt_is_named(tmp_path):
     with pytest.raises(InputError, match=rf"'peer.python': {sys.executable} cannot import joeynmt"):
         check_peer_python(sys.executable)
@@ -93,7 +103,7 @@ def test_joeynmt_trains_for_our_training_time_on_our_data(tiny_dag, tmp_path):
 
 @pytest.mark.slow
 def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
-    """bench-peer at its smallest: one round on Multi30k, 12 updates (2 timed), greedy fixed-length decoding, one
+    """bench-peer at its smallest: one round on Multi30k, 3 updates (2 timed), greedy fixed-length decoding, one
     thread each (the other pytest worker has the other core: two threads would wait on each other's spin)."""
     from rnnsearch.bench.peer import run_bench_peer
 
@@ -101,13 +111,14 @@ def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
     shared = REPO.parent / "shared"
     if not (shared / "bench" / "peer_joeynmt.sh").exists() or not (shared / "data" / "PROVENANCE.md").exists():
         pytest.skip(f"the peer benchmark or its data not found in {shared}")
-    r = run_bench_peer(str(shared / "bench" / "peer_joeynmt.sh"), python, str(shared / "data"), ["multi30k"], 12, 10,
+    r = run_bench_peer(str(shared / "bench" / "peer_joeynmt.sh"), python, str(shared / "data"), ["multi30k"], 3, 1,
                        1, ["greedy"], 1, 42, str(tmp_path / "peer.json"), str(tmp_path / "peer.md"),
                        str(tmp_path / "peer.log"))
     ds = r["datasets"]["multi30k"]
     assert ds["fixed_length"] == 15  # the peer benchmark's N for Multi30k (README: 15)
     peer = ds["peer"][0]
-    assert peer["data_checksums_match"] and peer["train"]["timed_updates"] == 2
+    assert peer["data_checksums_match"] and peer["train"]["timed_updates"] == 2  # after our warm-up of 1:
+    assert peer["train"]["warmup_updates_excluded"] == 1 and peer["train"]["updates_total"] == 3
     assert peer["decode_greedy_fixed"]["mean_out_len"] == 15
     bf16_runs = [("closest", "sorted", "bf16", 2)] if native_bf16_cpu() else []  # never emulated bf16
     assert [(o["model"], o["batching"], o["precision"], o["timed_updates"]) for o in ds["ours_train"]] == [

@@ -2,7 +2,7 @@
 # A real single-node Slurm cluster on this machine, for CI and for trying `snakemake --profile slurm` on a laptop:
 # installs Debian's slurm-wlm and munge if missing, writes slurm.conf and gres.conf for this host (one partition,
 # a GPU generic resource backed by /dev/null so that jobs asking for a GPU schedule on a machine without one,
-# accounting off), starts munged, slurmctld and slurmd, and waits until the node is idle.
+# two job slots per core, accounting off), starts munged, slurmctld and slurmd, and waits until the node is idle.
 #   sudo workflow/slurm/local-cluster.sh          # start (idempotent)
 #   sudo workflow/slurm/local-cluster.sh stop
 # With accounting off, `sacct` fails: the profile tells the executor plugin to poll `squeue` instead.
@@ -23,7 +23,9 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
 fi
 
 HOST=$(hostname -s)
-CPUS=$(nproc)
+# two job slots per core (config_overrides: slurmd takes them as written): a test pipeline's jobs are each a few
+# seconds of Python starting up, and Snakemake's polling leaves a core idle between them
+CPUS=$(( $(nproc) * 2 ))
 MEM_MB=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 9 / 10 ))
 CONF_DIR=/etc/slurm
 STATE=/var/spool/slurm
@@ -51,6 +53,7 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 ReturnToService=2
+SlurmdParameters=config_overrides
 MinJobAge=600
 KillWait=30
 SchedulerType=sched/backfill

@@ -165,11 +165,11 @@ def decode_ours(name: str, data: str, src: str, tgt: str, weights: str, beam: in
             "decoder_row_steps_per_s": round(len(test) * beam * fixed / seconds, 1), "peak_rss_mb": peak_rss_mb()}
 
 
-def run_peer_script(script: str, python: str, dataset: str, phases: str, updates: int, threads: int, work: str,
-                    raw: str, log_path: Path) -> dict:
+def run_peer_script(script: str, python: str, dataset: str, phases: str, updates: int, warmup: int, threads: int,
+                    work: str, raw: str, log_path: Path) -> dict:
     """One invocation of the peer benchmark; its result.json (copied, since the next training run deletes it)."""
     env = {**os.environ, "PEER_PYTHON": python, "DATASET": dataset, "PHASES": phases, "UPDATES": str(updates),
-           "THREADS": str(threads), "WORK_DIR": work, "RAW_DATA": raw}
+           "WARMUP_UPDATES": str(warmup), "THREADS": str(threads), "WORK_DIR": work, "RAW_DATA": raw}
     with open(log_path, "a", encoding="utf-8") as f:
         f.write(f"\n=== peer_joeynmt.sh DATASET={dataset} PHASES='{phases}' UPDATES={updates}\n")
         f.flush()
@@ -191,13 +191,14 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
                    rounds: int, decode: list[str], threads: int, seed: int, out: str, md: str, peer_log: str) -> dict:
     from rnnsearch.peer.experiment import check_peer_python
 
+    if not 1 <= warmup <= updates - 2:  # the peer script's summary times at least 2 updates after at least 1
+        raise InputError(f"--warmup {warmup} with --updates {updates}: the peer script leaves the first 1 to "
+                         f"updates - 2 untimed; give 1 <= --warmup <= --updates - 2")
     versions = check_peer_python(peer_python)
     for what, path in (("--peer-script", script), ("--raw", raw)):
         if not Path(path).exists():
             raise InputError(f"{what}: {path} does not exist (the peer benchmark and its raw data: bench.peer, bench.data)")
     script, raw = str(Path(script).resolve()), str(Path(raw).resolve())
-    if warmup != 10:
-        raise InputError("--warmup: the peer script leaves its first 10 updates untimed; use 10 for both")
     joeynmt, torch_version = (versions.split() + ["?"])[:2]
     results = {"benchmark": "peer", "peer": f"JoeyNMT {joeynmt} (torch {torch_version}) via {script}", "machine": machine(),
                "threads": threads, "updates": updates, "warmup_updates": warmup, "rounds": rounds,
@@ -214,7 +215,7 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
             for r in range(rounds):
                 log.info("%s round %d/%d: JoeyNMT training (%d updates)", dataset, r + 1, rounds, updates)
                 runs["peer"].append({"round": r + 1, **run_peer_script(
-                    script, peer_python, dataset, "gemm train", updates, threads, work, raw, peer_log)})
+                    script, peer_python, dataset, "gemm train", updates, warmup, threads, work, raw, peer_log)})
                 fixed = fixed_length(f"{data}/test.fr")
                 for name, batching, precision in train_runs():
                     res = in_fresh_process(train_ours, name, data, "en", "fr", batching, updates, warmup, threads,
@@ -226,7 +227,7 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
                 phases = " ".join(f"{d}_fixed" for d in decode)
                 log.info("%s round %d/%d: JoeyNMT decoding (%s)", dataset, r + 1, rounds, phases)
                 runs["peer"][-1].update({k: v for k, v in run_peer_script(
-                    script, peer_python, dataset, phases, updates, threads, work, raw, peer_log).items()
+                    script, peer_python, dataset, phases, updates, warmup, threads, work, raw, peer_log).items()
                     if k.startswith("decode_") or k == "gemm"})
                 for name in MODELS:
                     for d in decode:

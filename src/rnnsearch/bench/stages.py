@@ -94,7 +94,8 @@ BENCH_STAGES: tuple[Stage, ...] = (
            arg("--datasets", nargs="+", default=["multi30k", "europarl"], choices=["multi30k", "europarl"],
                help="the corpora both systems train on"),
            arg("--updates", type=at_least(1), default=60, help="training updates per run, the first --warmup untimed"),
-           arg("--warmup", type=at_least(0), default=10, help="untimed updates at the start of each run"),
+           arg("--warmup", type=at_least(1), default=10, help="untimed updates at the start of each run (ours "
+               "and the peer's)"),
            arg("--rounds", type=at_least(1), default=2, help="alternations peer, ours (A, B, A, B, …)"),
            arg("--decode", nargs="*", default=["greedy", "beam"], choices=["greedy", "beam"],
                help="fixed-length decodes (beam: 12)"),
