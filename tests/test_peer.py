@@ -81,9 +81,14 @@ def peer_python_or_skip() -> str:
 @pytest.mark.slow
 def test_joeynmt_trains_for_our_training_time_on_our_data(tiny_dag, tmp_path):
     """`snakemake peer` on the tiny DAG: JoeyNMT trains on our tokenized data for the time rnnsearch-50 trained;
-    naming the peer's Python reruns nothing of ours."""
+    naming the peer's Python and its config (`peer.config`: the shipped one at the tiny config's sizes, 16) reruns
+    nothing of ours."""
     python = peer_python_or_skip()
-    ws = dag_copy(tiny_dag, tmp_path, {"peer": {"python": python}})
+    config = yaml.safe_load((REPO / "workflow/resources/joeynmt_rnnsearch.yaml").read_text())
+    for part in ("encoder", "decoder"):
+        config["model"][part]["hidden_size"] = config["model"][part]["embeddings"]["embedding_dim"] = 16
+    (tmp_path / "joeynmt_tiny.yaml").write_text(yaml.safe_dump(config))
+    ws = dag_copy(tiny_dag, tmp_path, {"peer": {"python": python, "config": "joeynmt_tiny.yaml"}})
     p = run(["snakemake", "--cores", "2", "peer"], ws)
     ran = p.stdout + p.stderr
     assert "rule train:" not in ran and "rule translate:" not in ran, ran[-3000:]
@@ -94,6 +99,7 @@ def test_joeynmt_trains_for_our_training_time_on_our_data(tiny_dag, tmp_path):
     config = yaml.safe_load((ws / "results/peer/joeynmt/joeynmt.yaml").read_text())
     assert config["data"]["train"] == str(ws / "results/data/train50")  # our tokenized training set
     assert config["data"]["src"]["voc_limit"] == 150 and config["testing"]["beam_size"] == 3
+    assert config["model"]["encoder"]["hidden_size"] == 16  # the config named, paths and sizes rewritten
     hyps = (ws / "results/peer/joeynmt/test.hyp").read_text().splitlines()
     assert len(hyps) == len((ws / "results/data/raw/test.fr").read_text().splitlines())
     table = json.loads((ws / "results/peer/comparison.json").read_text())
