@@ -112,19 +112,7 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    if lines:
-        lines[0] = lines[0].removeprefix(BOM.encode("utf-8"))
-    out = []
-    for i, raw in enumerate(lines, 1):
-        try:
-            out.append(raw.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as e:
-            raise InputError(f"{path}:{i}: invalid UTF-8 at byte {e.start} of the line") from None
-    return out
+    return list(iter_lines(path))
 
 
 def iter_lines(path: str | os.PathLike, digest=None) -> Iterator[str]:
@@ -134,11 +122,12 @@ def iter_lines(path: str | os.PathLike, digest=None) -> Iterator[str]:
         for lineno, raw in enumerate(f, 1):
             if digest is not None:
                 digest.update(raw)
+            if lineno == 1:
+                raw = raw.removeprefix(BOM.encode("utf-8"))
             try:
-                text = raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8")
+                yield raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8")
             except UnicodeDecodeError as e:
                 raise InputError(f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line") from None
-            yield text.removeprefix(BOM) if lineno == 1 else text
 
 
 def read_parallel(src: str | os.PathLike, tgt: str | os.PathLike) -> tuple[list[str], list[str]]:

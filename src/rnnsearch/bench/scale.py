@@ -295,8 +295,7 @@ def markdown(result: dict) -> str:
     lines += ["", f"At {g['pairs']:,} pairs: start-up {g['startup_seconds']} s; peak RSS "
               f"{g['startup_peak_rss_over_baseline_mb']:+} MB against its first {BASELINE_PAIRS} pairs (reading "
               f"the text: {g['text_startup']['seconds']} s, {g['text_startup']['peak_rss_over_baseline_mb']:+} MB); "
-              "two "
-              f"processes' PSS {g['two_processes_pss_over_one']}× one's (the corpus's share: "
+              f"two processes' PSS {g['two_processes_pss_over_one']}× one's (the corpus's share: "
               f"{g['corpus_pss_mb']['one_process']} MB in one process, {g['corpus_pss_mb']['two_processes']} MB in "
               f"two); largest stage peak RSS {g['stage_peak_rss_mb_largest']} MB; stage time over linear: "
               + (", ".join(f"{k} {v}" for k, v in g["stage_time_over_linear"].items()) or "one N only")
