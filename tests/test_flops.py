@@ -12,6 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from rnnsearch.bench.flops import forward_flops, train_flops
 from rnnsearch.model import build_model
+from rnnsearch.textio import InputError
 
 SIZES = {"m": 12, "n": 10, "n_align": 14, "l": 6}
 VARIANTS = [
@@ -71,8 +72,10 @@ def test_training_benchmark_in_bf16_runs_its_products_and_its_gemm_in_bf16(tmp_p
         *a, **{**k, "seconds": 0.2, "size": 256}))
     r = speed.run_bench_train("rnnencdec", "bench", 2, 4, 1, 1, "cpu", 1, str(tmp_path / "b.json"), precision="bf16")
     assert r["precision"] == "bf16" and dtypes == ["bf16", "bf16"] and 0 < r["utilisation"]
-    with pytest.raises(ValueError, match="tf32 is a CUDA setting"):
+    with pytest.raises(InputError, match="tf32 is a CUDA setting"):
         speed.run_bench_train("rnnencdec", "bench", 2, 4, 1, 1, "cpu", 1, str(tmp_path / "t.json"), precision="tf32")
+    with pytest.raises(InputError, match="--graph: a CUDA graph needs a CUDA device"):
+        speed.run_bench_train("rnnencdec", "bench", 2, 4, 1, 1, "cpu", 1, str(tmp_path / "g.json"), graph=True)
 
 
 @pytest.mark.cuda
@@ -83,6 +86,20 @@ def test_training_benchmark_on_cuda_measures_the_gpus_gemm_rate(tmp_path, precis
     r = run_bench_train("rnnsearch", "bench", 8, 10, 2, 1, "cuda", 1, str(tmp_path / "g.json"), precision=precision)
     assert r["device"].startswith("cuda") and r["peak_cuda_mb"] > 0 and r["gpu"]
     assert r["gemm_peak_gflops"] > 1000 and 0 < r["utilisation"] < 1.5  # a GPU's GEMM: well past a TFLOP/s
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_an_update_replayed_from_a_cuda_graph_gives_the_eager_updates_parameters(tmp_path, precision):
+    """The graph replays the update on the batch it recorded: after one replay the parameters are those of the
+    same update run eagerly from the same state (an Adadelta step moves them by about 1e-3; a replay on stale
+    inputs or a missed kernel would show)."""
+    from rnnsearch.bench.speed import run_bench_train
+
+    r = run_bench_train("rnnsearch", "bench", 8, 10, 2, 1, "cuda", 1, str(tmp_path / "g.json"), gemm=False,
+                        precision=precision, graph=True)
+    assert r["cuda_graph"] and r["seconds_per_update"] > 0
+    assert r["graph_max_abs_difference_from_eager"] < 1e-6, r["graph_max_abs_difference_from_eager"]
 
 
 @pytest.mark.slow

@@ -61,6 +61,20 @@ def test_the_warm_up_leaves_two_updates_to_time_as_the_peer_script_needs(tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_peers_config_must_run_where_ours_run(tmp_path):
+    from rnnsearch.bench.peer import check_peer_device
+
+    script = str(tmp_path / "peer_joeynmt.sh")
+    (tmp_path / "joeynmt_rnnsearch.yaml").write_text("use_cuda: False\nfp16: False\n")
+    check_peer_device(script, "cpu")
+    with pytest.raises(InputError, match=r"joeynmt_rnnsearch.yaml: use_cuda: False, but --device is cuda; .*"
+                                         r"use_cuda: True\)"):
+        check_peer_device(script, "cuda")
+    (tmp_path / "joeynmt_rnnsearch.yaml").write_text("fp16: False\n")  # JoeyNMT's default: the GPU
+    with pytest.raises(InputError, match="use_cuda: True, but --device is cpu"):
+        check_peer_device(script, "cpu")
+
+
 def test_a_python_without_joeynmt_is_named(tmp_path):
     with pytest.raises(InputError, match=rf"'peer.python': {sys.executable} cannot import joeynmt"):
         check_peer_python(sys.executable)

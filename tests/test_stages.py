@@ -283,6 +283,23 @@ def test_bench_decode_reports_what_it_measured(run: Path, tmp_path: Path):
     assert result["machine"]["threads"] == 1 and result["machine"]["torch"] == __import__("torch").__version__
 
 
+def test_bench_search_times_fixed_length_searches_of_a_model_size(run: Path, tmp_path: Path):
+    """Random weights at the peer's sizes over the tiny test set: every output the references' mean length
+    (with </s>), greedy and beam timed in turn, what was measured named."""
+    refs = read_lines(run / "tok/test.fr")
+    fixed = int(sum(len(r.split()) + 1 for r in refs) / len(refs) + 0.5)
+    rnnsearch("bench-search", "--size", "bench", "--arch", "rnnsearch", "--src", run / "tok/test.en", "--ref",
+              run / "tok/test.fr", "--beams", 1, 3, "--batch", 40, "--threads", 1, "--device", "cpu",
+              "--out", tmp_path / "s.json")
+    r = json.loads((tmp_path / "s.json").read_text())
+    assert (r["fixed_output_length"], r["sentences"], r["sizes"]["vocab"]) == (fixed, 80, 8000)
+    assert [(x["beam"], x["sentences"]) for x in r["runs"]] == [(1, 80), (3, 80)]
+    assert all(x["output_words_per_s"] == pytest.approx(x["sentences_per_s"] * fixed, rel=0.01) for x in r["runs"])
+    assert r["device"] == "cpu" and r["weights"] == "random (seed 1234)"
+    assert main(["bench-search", "--src", str(run / "tok/test.en"), "--ref", str(run / "tok/test.fr"),
+                 "--device", "cpu", "--precision", "tf32", "--out", str(tmp_path / "t.json")]) == 2
+
+
 def test_bench_train_reports_what_it_measured(tmp_path: Path):
     rnnsearch("bench-train", "--arch", "rnnencdec", "--size", "bench", "--batch", 2, "--length", 3, "--steps", 1,
               "--threads", 1, "--out", tmp_path / "t.json")

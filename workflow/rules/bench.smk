@@ -24,6 +24,28 @@ rule bench_decode:
         " --src-vocab {input.src_vocab} --beams 1 12 --out {output} --log {log}"
 
 
+rule bench_search:
+    """Greedy and beam-12 search speed of a model size on the tokenized test set (random weights, every output the
+    references' mean length), e.g. `snakemake --cores 2 results/bench/search_paper_rnnsearch.json`."""
+    input:
+        src=f"results/data/tok/test.{SRC}",
+        ref=f"results/data/tok/test.{TGT}",
+        code=stage_code("bench-search"),
+    output:
+        "results/bench/search_{size}_{arch}.json",
+    wildcard_constraints:
+        size="paper|bench",
+        arch="rnnsearch|rnnencdec|luong",
+    threads: 256  # all of --cores
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/bench_search_{size}_{arch}.log",
+    shell:
+        "rnnsearch bench-search --arch {wildcards.arch} --size {wildcards.size} --src {input.src} --ref {input.ref}"
+        " --beams 1 12 --threads {threads} --out {output} --log {log}"
+
+
 rule bench_train:
     """Training speed and peak memory at a fixed size, e.g. `snakemake --cores 2 results/bench/train_paper_rnnsearch.json`
     (paper: App. A sizes, 30k shortlists; bench: the peer benchmark's sizes), batches of 80 pairs of 50 words."""

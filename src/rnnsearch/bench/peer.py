@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from rnnsearch.bench.data import in_fresh_process, peak_rss_mb
-from rnnsearch.bench.speed import TRAIN_SIZES, gemm_peak_gflops, machine
+from rnnsearch.bench.speed import TRAIN_SIZES, gemm_peak_gflops, machine, synchronizer
 from rnnsearch.runtime import native_bf16_cpu
 from rnnsearch.textio import InputError, atomic_path, read_lines, write_json_atomic
 
@@ -54,8 +54,8 @@ TRAIN_RUNS = (("closest", "sorted", "fp32"), ("closest", "random", "fp32"), ("rn
 BF16_RUN = ("closest", "sorted", "bf16")  # where the CPU has native bf16 (runtime.native_bf16_cpu)
 
 
-def train_runs() -> tuple:
-    return TRAIN_RUNS + ((BF16_RUN,) if native_bf16_cpu() else ())
+def train_runs(device: str = "cpu") -> tuple:
+    return TRAIN_RUNS + ((BF16_RUN,) if device == "cuda" or native_bf16_cpu() else ())
 
 
 def _shortlist_and_ids(path: str):
@@ -82,10 +82,11 @@ def fixed_length(test_tgt: str) -> int:
 
 
 def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates: int, warmup: int, threads: int,
-               seed: int, save: str, precision: str = "fp32") -> dict:
-    """Train `name` for `updates` updates on data/train.{src,tgt}, the forward pass under bf16 autocast if
-    `precision` is bf16 (as train.py does); time the updates after `warmup`; save the weights to `save` and the
-    shortlists beside them (`save`.{src,tgt}.tsv) for `decode_ours`."""
+               seed: int, save: str, precision: str = "fp32", device: str = "cpu") -> dict:
+    """Train `name` for `updates` updates on data/train.{src,tgt} on `device`, the forward pass under bf16
+    autocast if `precision` is bf16 (as train.py does); time the updates after `warmup` (the device synchronised
+    at both ends); save the weights to `save` and the shortlists beside them (`save`.{src,tgt}.tsv) for
+    `decode_ours`."""
     from rnnsearch.bench.flops import train_flops
     from rnnsearch.data.batching import PaperBatches
     from rnnsearch.data.binarized import TokenPairs
@@ -95,20 +96,22 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     keep_freed_memory()
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
-    gemm = [gemm_peak_gflops(threads)]
+    gemm = [gemm_peak_gflops(threads, device=device)]
+    sync = synchronizer(device)
     sv, S = _shortlist_and_ids(f"{data}/train.{src}")
     tv, T = _shortlist_and_ids(f"{data}/train.{tgt}")
-    model = _model(name, len(sv), len(tv)).train()
+    model = _model(name, len(sv), len(tv)).to(device).train()
     optimizer = make_optimizer(model.parameters(), "adam", lr=1e-3)  # the peer config's
     batches = iter(PaperBatches(TokenPairs.from_lists(S, T), 80, 20 if batching == "sorted" else 1, seed))
     counts = Counter()
     useful = executed = 0
     for step in range(updates):
         if step == warmup:
+            sync()
             start = time.perf_counter()
         b = next(batches)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss = batch_nll(model, b)
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = batch_nll(model, b.to(device))
         optimizer.zero_grad(set_to_none=True)
         (loss / len(b.index)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -118,8 +121,9 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
             counts.update(sentences=len(ty), target=sum(ty), source=b.source_words, target_positions=len(ty) * max(ty))
             useful += sum(train_flops(model.cfg, len(tv), len(S[i]), len(T[i])) for i in b.index)
             executed += len(ty) * train_flops(model.cfg, len(tv), int(b.lengths.max()), max(ty))
+    sync()
     seconds = time.perf_counter() - start
-    gemm.append(gemm_peak_gflops(threads))
+    gemm.append(gemm_peak_gflops(threads, device=device))
     torch.save(model.state_dict(), save)
     sv.save(f"{save}.{src}.tsv")
     tv.save(f"{save}.{tgt}.tsv")
@@ -139,8 +143,10 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
             "parameters": model.num_parameters(), "last_loss_per_sentence": round(loss.item() / len(b.index), 2)}
 
 
-def decode_ours(name: str, data: str, src: str, tgt: str, weights: str, beam: int, fixed: int, threads: int) -> dict:
-    """Decode data/test.{src} with every output exactly `fixed` long, batches of 80 (sorted by length, as ours are)."""
+def decode_ours(name: str, data: str, src: str, tgt: str, weights: str, beam: int, fixed: int, threads: int,
+                device: str = "cpu") -> dict:
+    """Decode data/test.{src} on `device` with every output exactly `fixed` long, batches of 80 (sorted by length,
+    as ours are)."""
     from rnnsearch.data.vocab import Vocab
     from rnnsearch.decoding.search import translate_ids
     from rnnsearch.runtime import keep_freed_memory
@@ -150,12 +156,15 @@ def decode_ours(name: str, data: str, src: str, tgt: str, weights: str, beam: in
     sv, tv = Vocab.load(f"{weights}.{src}.tsv"), Vocab.load(f"{weights}.{tgt}.tsv")  # written by train_ours
     model = _model(name, len(sv), len(tv))
     model.load_state_dict(torch.load(weights))
-    model.eval()
+    model.to(device).eval()
     test = [sv.encode(line.split()) for line in read_lines(f"{data}/test.{src}")]
-    opts = dict(beam=beam, batch_size=80, max_len_a=0.0, max_len_b=fixed, min_len=fixed)
+    opts = dict(beam=beam, batch_size=80, max_len_a=0.0, max_len_b=fixed, min_len=fixed, device=device)
+    sync = synchronizer(device)
     translate_ids(model, test[:80], **opts)  # warm-up: allocator, thread pool
+    sync()
     start = time.perf_counter()
     hyps = translate_ids(model, test, **opts)
+    sync()
     seconds = time.perf_counter() - start
     lengths = {len(h.tokens) for h in hyps}
     if lengths != {fixed}:
@@ -181,6 +190,21 @@ def run_peer_script(script: str, python: str, dataset: str, phases: str, updates
     return json.loads(Path(work, f"run_{dataset}", "result.json").read_text())
 
 
+def check_peer_device(script: str, device: str) -> None:
+    """The peer's config (joeynmt_rnnsearch.yaml beside its script) must run JoeyNMT where ours run: `use_cuda`
+    true for --device cuda, false for cpu."""
+    import yaml
+
+    config = Path(script).parent / "joeynmt_rnnsearch.yaml"
+    try:
+        use_cuda = yaml.safe_load(config.read_text(encoding="utf-8")).get("use_cuda", True)
+    except (OSError, yaml.YAMLError, AttributeError) as e:
+        raise InputError(f"{config}: not a readable JoeyNMT config ({e})") from None
+    if bool(use_cuda) != (device == "cuda"):
+        raise InputError(f"{config}: use_cuda: {use_cuda}, but --device is {device}; the two systems would run on "
+                         f"different devices (switch the peer's config: use_cuda: {device == 'cuda'})")
+
+
 def _median(xs):
     """The median of the values that are there (None for none)."""
     xs = [x for x in xs if x is not None]
@@ -188,7 +212,8 @@ def _median(xs):
 
 
 def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str], updates: int, warmup: int,
-                   rounds: int, decode: list[str], threads: int, seed: int, out: str, md: str, peer_log: str) -> dict:
+                   rounds: int, decode: list[str], threads: int, seed: int, out: str, md: str, peer_log: str,
+                   device: str = "cpu") -> dict:
     from rnnsearch.peer.experiment import check_peer_python
 
     if not 1 <= warmup <= updates - 2:  # the peer script's summary times at least 2 updates after at least 1
@@ -199,12 +224,15 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
         if not Path(path).exists():
             raise InputError(f"{what}: {path} does not exist (the peer benchmark and its raw data: bench.peer, bench.data)")
     script, raw = str(Path(script).resolve()), str(Path(raw).resolve())
+    check_peer_device(script, device)
     joeynmt, torch_version = (versions.split() + ["?"])[:2]
     results = {"benchmark": "peer", "peer": f"JoeyNMT {joeynmt} (torch {torch_version}) via {script}", "machine": machine(),
                "threads": threads, "updates": updates, "warmup_updates": warmup, "rounds": rounds,
-               "closest": {"arch": CLOSEST[0], **CLOSEST[1]}, "sizes": SIZES, "datasets": {},
-               "bf16": "measured (the CPU has AVX512-BF16 or AMX)" if native_bf16_cpu() else
-               "not measured: the CPU has neither AVX512-BF16 nor AMX (oneDNN would emulate bf16)"}
+               "closest": {"arch": CLOSEST[0], **CLOSEST[1]}, "sizes": SIZES, "datasets": {}, "device": device,
+               **({"gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda} if device == "cuda" else {}),
+               "bf16": "measured (on the GPU)" if device == "cuda" else "measured (the CPU has AVX512-BF16 or AMX)"
+               if native_bf16_cpu() else "not measured: the CPU has neither AVX512-BF16 nor AMX (oneDNN would emulate "
+               "bf16)"}
     with tempfile.TemporaryDirectory(prefix="rnnsearch-bench-peer-") as tmp:
         peer_log = Path(peer_log)
         peer_log.unlink(missing_ok=True)
@@ -214,13 +242,14 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
             runs = {"peer": [], "ours_train": [], "ours_decode": []}
             for r in range(rounds):
                 log.info("%s round %d/%d: JoeyNMT training (%d updates)", dataset, r + 1, rounds, updates)
-                runs["peer"].append({"round": r + 1, **run_peer_script(
-                    script, peer_python, dataset, "gemm train", updates, warmup, threads, work, raw, peer_log)})
+                runs["peer"].append({"round": r + 1, **run_peer_script(  # its gemm_peak.py times the CPU's
+                    script, peer_python, dataset, "gemm train" if device == "cpu" else "train", updates, warmup,
+                    threads, work, raw, peer_log)})
                 fixed = fixed_length(f"{data}/test.fr")
-                for name, batching, precision in train_runs():
+                for name, batching, precision in train_runs(device):
                     res = in_fresh_process(train_ours, name, data, "en", "fr", batching, updates, warmup, threads,
                                            seed, f"{tmp}/{dataset}_{name}{'' if precision == 'fp32' else '_bf16'}.pt",
-                                           precision)
+                                           precision, device)
                     log.info("%s ours %s %s %s: %.0f target tokens/s, %.0f executed positions/s", dataset, name,
                              batching, precision, res["target_tokens_per_s"], res["executed_target_positions_per_s"])
                     runs["ours_train"].append({"round": r + 1, **res})
@@ -232,7 +261,7 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
                 for name in MODELS:
                     for d in decode:
                         res = in_fresh_process(decode_ours, name, data, "en", "fr", f"{tmp}/{dataset}_{name}.pt",
-                                               12 if d == "beam" else 1, fixed, threads)
+                                               12 if d == "beam" else 1, fixed, threads, device)
                         log.info("%s ours %s %s fixed %d: %.1f sentences/s", dataset, name, d, fixed,
                                  res["sentences_per_s"])
                         runs["ours_decode"].append({"round": r + 1, "search": d, **res})
@@ -309,7 +338,8 @@ def add_utilisation(ds: dict, gemm: float) -> None:
 def markdown(results: dict) -> str:
     m = results["machine"]
     lines = [f"# Side by side with {results['peer']}", "",
-             f"Machine: {m['processor']}, {m['cpus']} CPUs, torch {m['torch']}, {results['threads']} threads. "
+             f"Machine: {m['processor']}, {m['cpus']} CPUs, torch {m['torch']}, {results['threads']} threads"
+             f"{', both systems on ' + results['gpu'] + ' (CUDA ' + results['cuda'] + ')' if 'gpu' in results else ''}. "
              f"{results['rounds']} rounds (A, B, A, B), medians shown; {results['updates']} updates of 80 sentences "
              f"per training run, the first {results['warmup_updates']} untimed. Best 2048³ fp32 GEMM in the run: "
              f"{results['gemm_peak_gflops']} GFLOP/s. closest = our `{results['closest']['arch']}` preset with "

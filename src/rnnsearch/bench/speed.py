@@ -17,7 +17,7 @@ from rnnsearch.bench.data import cpu_name, in_fresh_process, peak_rss_mb
 from rnnsearch.checkpoint import load_model
 from rnnsearch.data.vocab import Vocab
 from rnnsearch.decoding.search import translate_ids
-from rnnsearch.textio import read_lines, write_json_atomic
+from rnnsearch.textio import InputError, read_lines, write_json_atomic
 
 log = logging.getLogger("rnnsearch.bench")
 
@@ -69,11 +69,19 @@ def synchronizer(device_type: str):
 PRECISIONS = ("fp32", "tf32", "bf16")  # of the training benchmark: fp32, fp32 with TF32 products (CUDA), bf16 autocast
 
 
-def gemm_peak_gflops(threads: int, seconds: float = 2.0, size: int = 2048, device: str = "cpu",
+def gemm_size(device: str) -> int:
+    """The operands' size of the GEMM rate: 2048 on the CPU (the peer benchmark's), 4096 on a GPU, whose 2048³
+    product (a few microseconds) stays well below its rate."""
+    return 4096 if device == "cuda" else 2048
+
+
+def gemm_peak_gflops(threads: int, seconds: float = 2.0, size: int | None = None, device: str = "cpu",
                      precision: str = "fp32") -> float:
-    """Best GEMM GFLOP/s of torch.matmul on size³ with `threads` threads (on the CPU), over `seconds` of rounds of
-    at least 0.1 s each (the method of the peer benchmark's gemm_peak.py): the denominator of utilisation. The
-    operands are float32 (`fp32`, and `tf32` with TF32 products allowed) or bfloat16 (`bf16`)."""
+    """Best GEMM GFLOP/s of torch.matmul on size³ (default `gemm_size`) with `threads` threads (on the CPU), over
+    `seconds` of rounds of at least 0.1 s each (the method of the peer benchmark's gemm_peak.py): the denominator
+    of utilisation. The operands are float32 (`fp32`, and `tf32` with TF32 products allowed) or bfloat16
+    (`bf16`)."""
+    size = size or gemm_size(device)
     torch.set_num_threads(threads)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
@@ -100,7 +108,7 @@ def gemm_peak_gflops(threads: int, seconds: float = 2.0, size: int = 2048, devic
 
 
 def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, threads: int, device_name: str,
-                    seed: int, out: str, gemm: bool = True, precision: str = "fp32") -> dict:
+                    seed: int, out: str, gemm: bool = True, precision: str = "fp32", graph: bool = False) -> dict:
     """Training speed and memory of one model for batches of `batch` sentence pairs of `length` words each side.
 
     Random word ids (uniform over the shortlist; speed does not depend on the words), two untimed warm-up
@@ -109,21 +117,34 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     Utilisation: the closed-form training FLOPs (rnnsearch.bench.flops, no padding here) per second, divided by the best
     2048³ GEMM rate at the same precision measured in the same process just before and just after. `precision`:
     fp32; tf32 (CUDA: float32 products on TF32 tensor cores); bf16 (the forward pass under bf16 autocast, the
-    backward outside it, as `train.precision: bf16` trains). Run one configuration per process: peak RSS is the
-    process's.
+    backward outside it, as `train.precision: bf16` trains). `graph` (CUDA): the update captured in a CUDA graph
+    and replayed (bench/graphs.py), its parameters after one replay compared with the eager update's. Run one
+    configuration per process: peak RSS is the process's.
     """
     from rnnsearch.bench.flops import train_flops
 
-    model, optimizer, b, K = bench_update_setup(arch, size, batch, length, threads, device_name, seed, precision)
+    model, optimizer, b, K = bench_update_setup(arch, size, batch, length, threads, device_name, seed, precision,
+                                                graph)
     device = b.x.device
     gemm_before = gemm_peak_gflops(threads, device=device.type, precision=precision) if gemm else None
-    warmup = 2
-    times = _timed_updates(model, optimizer, b, warmup, steps, f"{arch} {size} {precision}", precision == "bf16")
+    warmup, what, bf16 = 2, f"{arch} {size} {precision}{' graph' if graph else ''}", precision == "bf16"
+    graphed = {}
+    if graph:
+        from rnnsearch.bench.graphs import GraphedUpdate, difference_from_eager
+
+        replay = GraphedUpdate(model, optimizer, b, bf16)
+        graphed["graph_max_abs_difference_from_eager"] = difference_from_eager(replay)
+        log.info("%s: one replay against the eager update: parameters differ by at most %.3g", what,
+                 graphed["graph_max_abs_difference_from_eager"])
+        times = _timed(lambda: replay.replay(), warmup, steps, what, synchronizer(device.type))
+    else:
+        times = _timed_updates(model, optimizer, b, warmup, steps, what, bf16)
     seconds = sum(times) / len(times)
     words = b.source_words + b.target_words
     flops = batch * train_flops(model.cfg, K, length + 1, length + 1)
     gemm = max(gemm_before, gemm_peak_gflops(threads, device=device.type, precision=precision)) if gemm_before else None
-    result = {"benchmark": "train", "arch": arch, "size": size, "precision": precision, "sizes": TRAIN_SIZES[size],
+    result = {"benchmark": "train", "arch": arch, "size": size, "precision": precision, "cuda_graph": graph,
+              **graphed, "sizes": TRAIN_SIZES[size], "gemm_operand_size": gemm_size(device.type),
               "parameters": model.num_parameters(),
               "batch": batch, "length": length, "warmup_updates": warmup, "timed_updates": steps, "seconds_per_update": round(seconds, 3),
               "words_per_s": round(words / seconds, 1), "sentences_per_s": round(batch / seconds, 2),
@@ -143,7 +164,7 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
 
 
 def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: int, device_name: str, seed: int,
-                       precision: str):
+                       precision: str, capturable: bool = False):
     """The training benchmarks' model (`size` of TRAIN_SIZES, on the device, in training mode), its Adadelta, and
     one batch of `batch` random pairs of `length` words each side (uniform over the shortlist, </s> added);
     returns (model, optimizer, batch, K). Sets the threads, the seed and the precision's TF32 switches."""
@@ -159,13 +180,15 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
     torch.manual_seed(seed)
     device = resolve_device(device_name)
     if precision == "tf32" and device.type != "cuda":
-        raise ValueError("precision tf32 is a CUDA setting (TF32 tensor cores); the CPU has fp32 and bf16")
+        raise InputError("precision tf32 is a CUDA setting (TF32 tensor cores); the CPU has fp32 and bf16")
     if device.type == "cuda":  # CUDA's switches: they change no product on the CPU
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
     sizes = TRAIN_SIZES[size]
     K = sizes["vocab"] + 3  # the shortlist plus <pad>, </s>, [UNK]
     model = build_model({"arch": arch, **sizes}, K, K).to(device).train()
-    optimizer = make_optimizer(model.parameters(), "adadelta", lr=1.0, rho=0.95, eps=1e-6)
+    if capturable and device.type != "cuda":
+        raise InputError("--graph: a CUDA graph needs a CUDA device; this run is on the CPU")
+    optimizer = make_optimizer(model.parameters(), "adadelta", lr=1.0, rho=0.95, eps=1e-6, capturable=capturable)
     g = torch.Generator().manual_seed(seed)
     sents = [torch.randint(3, K, (length,), generator=g).tolist() + [1] for _ in range(2 * batch)]
     return model, optimizer, make_batch(sents[:batch], sents[batch:], list(range(batch))).to(device), K
@@ -174,23 +197,26 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
 def _timed_updates(model, optimizer, b, warmup: int, steps: int, what: str, bf16: bool = False) -> list[float]:
     """Seconds of each of `steps` updates on batch `b` after `warmup` untimed ones (App. B.2's update: forward,
     backward, clipping at 1, optimizer step); with `bf16`, the forward pass under bf16 autocast."""
-    from rnnsearch.training.train import batch_nll
+    from rnnsearch.bench.graphs import update
 
-    sync = synchronizer(b.x.device.type)
+    def one():
+        optimizer.zero_grad(set_to_none=True)
+        update(model, optimizer, b, bf16)
+
+    return _timed(one, warmup, steps, what, synchronizer(b.x.device.type))
+
+
+def _timed(run, warmup: int, steps: int, what: str, sync) -> list[float]:
+    """Seconds of each of `steps` calls of `run` after `warmup` untimed ones, the device synchronised around each."""
     times = []
     for step in range(warmup + steps):
         sync()
         start = time.perf_counter()
-        with torch.autocast(b.x.device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = batch_nll(model, b)
-        optimizer.zero_grad(set_to_none=True)
-        (loss / b.x.size(0)).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        run()
         sync()
         if step >= warmup:
             times.append(time.perf_counter() - start)
-        log.info("%s update %d: %.2f s", what, step, time.perf_counter() - start)
+        log.info("%s update %d: %.4f s", what, step, time.perf_counter() - start)
     return times
 
 

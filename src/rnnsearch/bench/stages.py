@@ -45,8 +45,20 @@ BENCH_STAGES: tuple[Stage, ...] = (
     Stage("bench-train", "benchmark: training speed, utilisation and peak memory of one model size on random "
           "batches", "rnnsearch.bench.speed:run_bench_train",
           lambda f, a, p: f(a.arch, a.size, a.batch, a.length, a.steps, a.threads, a.device, a.seed, a.out,
-                            precision=a.precision),
-          _BENCH_UPDATE, params=False, runs_model=True),
+                            precision=a.precision, graph=a.graph),
+          (*_BENCH_UPDATE, arg("--graph", action="store_true", help="CUDA: the update captured in a CUDA graph and "
+                               "replayed (checked against the eager update)")), params=False, runs_model=True),
+    Stage("bench-search", "benchmark: greedy and beam search speed of a model size (random weights, every output "
+          "the reference's mean length) on a tokenized test set", "rnnsearch.bench.search:run_bench_search",
+          lambda f, a, p: f(a.arch, a.size, a.src, a.ref, a.beams, a.batch, a.threads, a.device, a.precision, a.seed,
+                            a.out),
+          (*(x for x in _BENCH_MODEL if x.flags[0] != "--steps"),
+           *required({"--src": "the tokenized source sentences", "--ref": "their tokenized references (the length)"}),
+           arg("--arch", default="rnnsearch", choices=_ARCHS, help="the model's preset"),
+           arg("--precision", default="fp32", choices=["fp32", "tf32"],
+               help="tf32: float32 products on a GPU's TF32 tensor cores (decoding has no bf16 path)"),
+           arg("--beams", type=at_least(1), nargs="+", default=[1, 12], help="the beam widths timed, in turn")),
+          params=False, runs_model=True),
     Stage("bench-profile", "benchmark: where one training update's time goes (torch.profiler: operations, busy "
           "and GEMM time, launch gap) and its arithmetic and launch floors", "rnnsearch.bench.profile:run_bench_profile",
           lambda f, a, p: f(a.arch, a.size, a.batch, a.length, a.steps, a.threads, a.device, a.seed, a.precision,
@@ -87,7 +99,7 @@ BENCH_STAGES: tuple[Stage, ...] = (
     Stage("bench-peer", "benchmark: training and fixed-length decoding side by side with JoeyNMT 2.3.0 "
           "(A, B, A, B)", "rnnsearch.bench.peer:run_bench_peer",
           lambda f, a, p: f(a.peer_script, a.peer_python, a.raw, a.datasets, a.updates, a.warmup, a.rounds,
-                            a.decode, a.threads, a.seed, a.out, a.md, a.peer_log),
+                            a.decode, a.threads, a.seed, a.out, a.md, a.peer_log, a.device),
           (arg("--peer-script", required=True, help="the peer benchmark's script (peer_joeynmt.sh)"),
            arg("--peer-python", required=True, help="a Python with JoeyNMT 2.3.0 (peer.python)"),
            arg("--raw", required=True, help="the raw corpora the peer's prep_data.py reads"),
@@ -100,6 +112,8 @@ BENCH_STAGES: tuple[Stage, ...] = (
            arg("--decode", nargs="*", default=["greedy", "beam"], choices=["greedy", "beam"],
                help="fixed-length decodes (beam: 12)"),
            arg("--threads", type=at_least(1), default=2, help="torch threads of each system"),
+           arg("--device", default="cpu", choices=["cpu", "cuda"], help="where both systems run (cuda: the peer's "
+               "config beside its script must say use_cuda: True)"),
            arg("--seed", type=int, default=42, help="both systems' seed"),
            arg("--out", required=True, help="the measurements (JSON)"), arg("--md", required=True, help="the Markdown table"),
            arg("--peer-log", required=True, help="the output of the peer's runs")),

@@ -42,7 +42,9 @@ class Encoder(nn.Module):
     def forward(self, x: torch.Tensor, lengths: torch.Tensor):
         Ex = self.E(x)  # (B, Tx, m)
         if self.fused:
-            h, final = encoder_gru(Ex, lengths.to(x.device), self.rnn._flat_weights)
+            # the lengths on x's device counted there (no copy from the host, which a CUDA graph cannot hold)
+            real = lengths if lengths.device == x.device else (x != self.E.padding_idx).sum(1)
+            h, final = encoder_gru(Ex, lengths, self.rnn._flat_weights, real)
             return h, final, None
         packed = pack_padded_sequence(Ex, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, last = self.rnn(packed)  # last: h_n (dirs, B, n), or (h_n, c_n) for an LSTM

@@ -38,6 +38,8 @@ everything else in float32 (`_apply`); without autocast every operation runs in 
 
 from __future__ import annotations
 
+import bisect
+
 import torch
 
 from rnnsearch.model.equations import additive_energies, align, gru_step
@@ -316,20 +318,27 @@ class _EncoderGRU(torch.autograd.Function):
         return dXI, dW_h, dG.sum((1, 2)), None, None, None
 
 
-def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor, w: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor, w: list[torch.Tensor],
+                real_lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The states of a one-layer nn.GRU over Ex (B, Tx, m), from its weights `w` (its `_flat_weights`: w_ih, w_hh,
     b_ih, b_hh per direction): annotations (B, Tx, dirs·n), zero at padding, and each direction's final state
-    (B, dirs·n): [→h_Tx; ←h_1]. The backward direction runs over each sentence reversed within its length."""
+    (B, dirs·n): [→h_Tx; ←h_1]. The backward direction runs over each sentence reversed within its length.
+
+    `lengths` (B,) may stay on the CPU, as a Batch carries them: the steps and the rows active at each are read
+    from there, and `real_lengths`, the same lengths on Ex's device, order the rows there. No value goes from the
+    GPU to the host, so an update can be captured in a CUDA graph (without `real_lengths`, lengths are copied)."""
     B, Tx, _ = Ex.shape
     D, n = len(w) // 4, w[1].size(1)
-    order = torch.argsort(lengths, descending=True, stable=True)  # longest first: the active rows are a prefix
+    host = sorted(lengths.tolist())  # ascending; free for a CPU tensor
+    T = host[-1]  # the longest sentence
+    active = [B - bisect.bisect_right(host, t) for t in range(T)]  # rows inside their sentence at step t
+    real_lengths = lengths.to(Ex.device) if real_lengths is None else real_lengths
+    order = torch.argsort(real_lengths, descending=True, stable=True)  # longest first: the active rows, a prefix
     inverse = torch.argsort(order)
-    sorted_len = lengths[order]
-    T = int(sorted_len[0])  # the longest sentence
+    sorted_len = real_lengths[order]
     X = Ex.index_select(0, order)[:, :T]  # (B, T, m)
     pos = torch.arange(T, device=Ex.device).unsqueeze(0)
     real = pos < sorted_len.unsqueeze(1)  # (B, T)
-    active = real.sum(0).tolist()  # rows inside their sentence at each step
     rev = torch.where(real, sorted_len.unsqueeze(1) - 1 - pos, pos).unsqueeze(2)  # reversal within length
     inputs = [X] if D == 1 else [X, X.gather(1, rev.expand_as(X))]
     XI = torch.stack([torch.addmm(w[4 * d + 2], x.flatten(0, 1), w[4 * d].t()) for d, x in enumerate(inputs)])

@@ -85,11 +85,14 @@ def learning_rate(cfg: TrainConfig, update: int) -> float:
     return cfg.lr * max(cfg.max_updates - update + 1, 1) / (cfg.max_updates - last_full + 1)
 
 
-def make_optimizer(params, optimizer: str, lr: float, rho: float = 0.95, eps: float = 1e-6) -> torch.optim.Optimizer:
-    """Adadelta (the paper's, with ρ and ε) or Adam."""
+def make_optimizer(params, optimizer: str, lr: float, rho: float = 0.95, eps: float = 1e-6,
+                   capturable: bool = False) -> torch.optim.Optimizer:
+    """Adadelta (the paper's, with ρ and ε) or Adam; `capturable`: the step count kept on the GPU, so that a
+    CUDA graph can replay the step (bench/graphs.py)."""
     if optimizer == "adadelta":
-        return torch.optim.Adadelta(params, lr=lr, rho=rho, eps=eps)
-    return torch.optim.Adam(params, lr=lr, fused=True)  # one kernel per tensor (CPU and CUDA): ~5 % per update
+        return torch.optim.Adadelta(params, lr=lr, rho=rho, eps=eps, capturable=capturable)
+    # fused: one kernel per tensor (CPU and CUDA), ~5 % per update
+    return torch.optim.Adam(params, lr=lr, fused=True, capturable=capturable)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,83 @@
+"""One training update captured in a CUDA graph and replayed (`rnnsearch bench-train --graph`).
+
+Eagerly, every operation of an update is a kernel launched from Python: about 5,000 per paper-size RNNsearch
+update (the recurrences' steps, forward and backward), each costing the host several microseconds whatever the
+kernel's size, so that at batch 80 the GPU waits on the launches. A CUDA graph records the launches of one update
+once and replays them as one: the same kernels on the same buffers, without the host in between.
+
+What a replay needs: fixed shapes (one graph per batch shape: B, Tx, Ty and the source lengths), nothing that
+reads a GPU value on the host inside the update (the encoder takes its steps from the CPU lengths, see
+`fused.encoder_gru`), an optimizer whose step count stays on the GPU (`capturable`), and a constant learning
+rate. The batch is copied into the graph's input tensors before each replay.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from rnnsearch.data.batching import Batch
+
+
+def update(model, optimizer, b: Batch, bf16: bool, clip_norm: float = 1.0) -> torch.Tensor:
+    """App. B.2's update, as train.py runs it: the summed NLL of `b` (the forward pass under bf16 autocast if
+    `bf16`; while a graph records, without autocast's weight cache, which the graph cannot keep), its mean over
+    sentences backwards, clipping, one optimizer step. The gradients must be None or zero before (None: they are
+    written, not added to)."""
+    from rnnsearch.training.train import batch_nll
+
+    cache = not (b.x.is_cuda and torch.cuda.is_current_stream_capturing())
+    with torch.autocast(b.x.device.type, dtype=torch.bfloat16, enabled=bf16, cache_enabled=cache):
+        loss = batch_nll(model, b)
+    (loss / b.x.size(0)).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    return loss.detach()
+
+
+class GraphedUpdate:
+    """The update on batch `b` recorded once in a CUDA graph; `replay(b)` copies a batch of the same shape and
+    lengths into the graph's inputs and runs it (the loss, a tensor of the graph, is returned)."""
+
+    def __init__(self, model, optimizer, b: Batch, bf16: bool, warmup: int = 3):
+        if b.x.device.type != "cuda":
+            raise ValueError("a CUDA graph needs the model on a CUDA device (--device cuda)")
+        self.model, self.optimizer, self.bf16 = model, optimizer, bf16
+        self.b = Batch(b.x.clone(), b.lengths.clone(), b.y_in.clone(), b.y_out.clone(), list(b.index))
+        side = torch.cuda.Stream()  # warm-up on a side stream, as torch.cuda.graph asks: allocator, handles, state
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                optimizer.zero_grad(set_to_none=True)
+                update(model, optimizer, self.b, bf16)
+        torch.cuda.current_stream().wait_stream(side)
+        optimizer.zero_grad(set_to_none=True)  # the captured backward writes the gradients into its own memory
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.loss = update(model, optimizer, self.b, bf16)
+
+    def replay(self, b: Batch | None = None) -> torch.Tensor:
+        if b is not None:
+            if b.x.shape != self.b.x.shape or b.y_in.shape != self.b.y_in.shape or \
+                    not torch.equal(b.lengths, self.b.lengths):
+                raise ValueError("a graphed update replays batches of the shape and source lengths it recorded")
+            for mine, theirs in ((self.b.x, b.x), (self.b.y_in, b.y_in), (self.b.y_out, b.y_out)):
+                mine.copy_(theirs, non_blocking=True)
+        self.graph.replay()
+        return self.loss
+
+
+def difference_from_eager(graphed: GraphedUpdate) -> float:
+    """Largest absolute difference between the parameters after one replay and after the same update run eagerly
+    from the same state (model and optimizer copied first): 0 where the replay runs the eager kernels."""
+    model, optimizer = graphed.model, graphed.optimizer
+    twin = copy.deepcopy(model)
+    twin_optimizer = type(optimizer)(twin.parameters(), **optimizer.defaults)
+    twin_optimizer.load_state_dict(optimizer.state_dict())
+    twin_optimizer.zero_grad(set_to_none=True)
+    update(twin, twin_optimizer, graphed.b, graphed.bf16)
+    graphed.replay()
+    torch.cuda.synchronize()
+    diffs = [(p - q).abs().max() for p, q in zip(model.parameters(), twin.parameters())]
+    return float(torch.stack(diffs).max())
