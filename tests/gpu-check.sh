@@ -3,19 +3,20 @@
 #
 #     bash tests/gpu-check.sh [OUT]          # OUT: where the logs and JSON go (default results/bench/gpu)
 #
-# 1. the paper-size training benchmark (App. A: 620/1000/1000/500, K = 30,000; batches of 80 pairs of 50 words)
-#    of RNNsearch and RNNencdec in fp32, tf32 and bf16, eagerly and replayed from a CUDA graph (--graph), each in
-#    its own process, utilisation against the GEMM rate measured in that process, and RNNsearch at 320 pairs;
-# 2. the tests marked `cuda` (`pytest -m cuda`: fused recurrences against autograd in fp32 and bf16, a training
+# 1. the tests marked `cuda` (`pytest -m cuda`: fused recurrences against autograd in fp32 and bf16, a training
 #    interrupted by SIGTERM and resumed, beam search against the CPU's, the tiny pipeline with device: cuda, the
 #    graphed update against the eager one);
-# 3. RNNsearch's update profiled (bench-profile, bf16);
-# 4. with NEWSTEST=<prefix> (<prefix>.en, <prefix>.fr: tokenized newstest2014): greedy and beam-12 search of both
-#    paper-size models on it (bench-search, random weights, every output the references' mean length);
-# 5. with PEER_DIR (a copy of the peer benchmark whose joeynmt_rnnsearch.yaml says use_cuda: True), RAW_DATA (the
+# 2. the paper-size training benchmark (App. A: 620/1000/1000/500, K = 30,000; batches of 80 pairs of 50 words)
+#    of RNNsearch and RNNencdec in tf32 and bf16, eagerly and replayed from a CUDA graph (--graph), each in its
+#    own process, utilisation against the GEMM rate measured in that process, and RNNsearch at 320 pairs;
+# 3. with PEER_DIR (a copy of the peer benchmark whose joeynmt_rnnsearch.yaml says use_cuda: True), RAW_DATA (the
 #    corpora its prep_data.py reads) and JoeyNMT 2.3.0 importable by PEER_PYTHON (default python3): both systems
 #    trained and decoded side by side on the GPU (bench-peer --device cuda, Multi30k);
+# 4. RNNsearch's update profiled (bench-profile, bf16);
+# 5. with NEWSTEST=<prefix> (<prefix>.en, <prefix>.fr: tokenized newstest2014): greedy and beam-12 search of both
+#    paper-size models on it (bench-search, random weights, every output the references' mean length);
 # 6. the tables on stdout and everything in OUT/gpu.json.
+# The most telling measurements run first (RNNsearch in bf16, eager and graphed), so that a run cut short says most.
 #
 # Each step has a time limit and its own log in OUT; with PACK=<file.tgz>, OUT is packed into it after every step.
 # The code runs from src/ (nothing is installed into the machine's Python). Wheels in .whl/, the packages that
@@ -59,10 +60,16 @@ train() {  # train ARCH PRECISION BATCH [--graph]
 
 train rnnsearch bf16 80
 train rnnsearch bf16 80 graph
-step pytest 330 python3 -m pytest -o addopts="" -m cuda -p no:cacheprovider -q -rs --durations=15 tests
+step pytest 240 python3 -m pytest -o addopts="" -m cuda -p no:cacheprovider -q -rs --durations=15 tests
+if [ -n "${PEER_DIR:-}" ] && [ -n "${RAW_DATA:-}" ]; then
+    step peer 240 python3 -m rnnsearch.cli bench-peer --peer-script "$PEER_DIR/peer_joeynmt.sh" \
+        --peer-python "${PEER_PYTHON:-python3}" --raw "$RAW_DATA" --datasets multi30k --updates 40 --warmup 10 \
+        --rounds 1 --threads 4 --device cuda --out "$out/peer.json" --md "$out/peer.md" --peer-log "$out/peer_joeynmt.log"
+else
+    echo "peer: skipped (PEER_DIR or RAW_DATA not set)"
+fi
 train rnnsearch tf32 80
 train rnnsearch tf32 80 graph
-train rnnsearch fp32 80
 train rnnencdec bf16 80
 train rnnencdec bf16 80 graph
 train rnnencdec tf32 80
@@ -79,13 +86,6 @@ if [ -n "${NEWSTEST:-}" ]; then
     done
 else
     echo "search: skipped (NEWSTEST not set)"
-fi
-if [ -n "${PEER_DIR:-}" ] && [ -n "${RAW_DATA:-}" ]; then
-    step peer 300 python3 -m rnnsearch.cli bench-peer --peer-script "$PEER_DIR/peer_joeynmt.sh" \
-        --peer-python "${PEER_PYTHON:-python3}" --raw "$RAW_DATA" --datasets multi30k --updates 40 --warmup 10 \
-        --rounds 1 --threads 4 --device cuda --out "$out/peer.json" --md "$out/peer.md" --peer-log "$out/peer_joeynmt.log"
-else
-    echo "peer: skipped (PEER_DIR or RAW_DATA not set)"
 fi
 python3 tests/gpu_report.py "$out" || status=1
 pack

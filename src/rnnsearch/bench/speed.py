@@ -75,13 +75,13 @@ def gemm_size(device: str) -> int:
     return 4096 if device == "cuda" else 2048
 
 
-def gemm_peak_gflops(threads: int, seconds: float = 2.0, size: int | None = None, device: str = "cpu",
+def gemm_peak_gflops(threads: int, seconds: float | None = None, size: int | None = None, device: str = "cpu",
                      precision: str = "fp32") -> float:
     """Best GEMM GFLOP/s of torch.matmul on size³ (default `gemm_size`) with `threads` threads (on the CPU), over
-    `seconds` of rounds of at least 0.1 s each (the method of the peer benchmark's gemm_peak.py): the denominator
-    of utilisation. The operands are float32 (`fp32`, and `tf32` with TF32 products allowed) or bfloat16
-    (`bf16`)."""
-    size = size or gemm_size(device)
+    `seconds` (default 2 on the CPU, 1 on a GPU, whose rate varies less) of rounds of at least 0.1 s each (the
+    method of the peer benchmark's gemm_peak.py): the denominator of utilisation. The operands are float32
+    (`fp32`, and `tf32` with TF32 products allowed) or bfloat16 (`bf16`)."""
+    size, seconds = size or gemm_size(device), seconds or (1.0 if device == "cuda" else 2.0)
     torch.set_num_threads(threads)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
