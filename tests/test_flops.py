@@ -91,15 +91,15 @@ def test_training_benchmark_on_cuda_measures_the_gpus_gemm_rate(tmp_path, precis
 @pytest.mark.cuda
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])
 def test_an_update_replayed_from_a_cuda_graph_gives_the_eager_updates_parameters(tmp_path, precision):
-    """The graph replays the update on the batch it recorded: after one replay the parameters are those of the
-    same update run eagerly from the same state (an Adadelta step moves them by about 1e-3; a replay on stale
-    inputs or a missed kernel would show)."""
+    """The graph replays the update on the batch it recorded: one replay moves the parameters as the same update
+    run eagerly from the same state does, to the rounding of products summed in another order (a replay on stale
+    inputs or without one of the update's kernels would be off by about the update itself)."""
     from rnnsearch.bench.speed import run_bench_train
 
     r = run_bench_train("rnnsearch", "bench", 8, 10, 2, 1, "cuda", 1, str(tmp_path / "g.json"), gemm=False,
                         precision=precision, graph=True)
     assert r["cuda_graph"] and r["seconds_per_update"] > 0
-    assert r["graph_max_abs_difference_from_eager"] < 1e-6, r["graph_max_abs_difference_from_eager"]
+    assert r["graph_relative_update_difference"] < 1e-2, r
 
 
 @pytest.mark.slow

@@ -133,9 +133,9 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
         from rnnsearch.bench.graphs import GraphedUpdate, difference_from_eager
 
         replay = GraphedUpdate(model, optimizer, b, bf16)
-        graphed["graph_max_abs_difference_from_eager"] = difference_from_eager(replay)
-        log.info("%s: one replay against the eager update: parameters differ by at most %.3g", what,
-                 graphed["graph_max_abs_difference_from_eager"])
+        graphed = difference_from_eager(replay)
+        log.info("%s: one replay against the eager update: %s", what, ", ".join(f"{k} {v:.3g}" for k, v in
+                                                                                   graphed.items()))
         times = _timed(lambda: replay.replay(), warmup, steps, what, synchronizer(device.type))
     else:
         times = _timed_updates(model, optimizer, b, warmup, steps, what, bf16)

@@ -161,9 +161,10 @@ def _restore(saved: dict, path: Path, model, optimizer, batches, device, vocabs:
     optimizer.load_state_dict(saved["optimizer"])
     batches.restore(saved["data_position"])
     state = TrainState.from_dict(saved["progress"])
-    torch.set_rng_state(saved["rng"])
+    # the checkpoint was loaded onto the training's device; a generator's state is a byte tensor on the host
+    torch.set_rng_state(saved["rng"].cpu())
     if device.type == "cuda" and saved.get("cuda_rng") is not None:  # dropout masks on the GPU
-        torch.cuda.set_rng_state(saved["cuda_rng"], device)
+        torch.cuda.set_rng_state(saved["cuda_rng"].cpu(), device)
     log.info("%s: resuming from %s at update %d", saved["config"]["name"], path, state.update)
     if state.runs and state.runs[-1]["ended_by"] is None:  # killed without a signal: lost what followed its checkpoint
         state.runs[-1]["ended_by"] = "killed (lost the updates after its last checkpoint)"
