@@ -64,7 +64,8 @@ def run(model, batch, fused: bool, bf16: bool = False):
 @pytest.mark.parametrize("name", list(FUSED))
 def test_fused_path_gives_the_plain_paths_log_probabilities_and_gradients(name, device):
     model, batch = model_and_batch(*FUSED[name], device=device)
-    assert model.decoder.fused and model.encoder.fused  # these configurations train on the fused path
+    # these configurations train on the fused path (the encoder's: on the CPU; cuDNN's on a GPU unless forced)
+    assert model.decoder.fused and model.encoder.fused is None
     logp_fused, grads_fused = run(model, batch, True)
     logp_plain, grads_plain = run(model, batch, False)
     real = (batch.y_out != 0).unsqueeze(2)
@@ -80,7 +81,7 @@ def test_presets_without_a_fused_path_train_on_the_plain_one():
     lstm, _ = model_and_batch("luong", {})
     assert not lstm.decoder.fused and not lstm.encoder.fused
     mult, _ = model_and_batch("rnnsearch", {"attention": "multiplicative"})
-    assert not mult.decoder.fused and mult.encoder.fused
+    assert not mult.decoder.fused and mult.encoder.fused is None
     # combined output with dropout: the plain path while training, the fused one otherwise
     drop, batch = model_and_batch("luong", {"cell": "gru", "attention": "additive", "dropout": 0.3})
     assert drop.decoder.fused
@@ -88,6 +89,22 @@ def test_presets_without_a_fused_path_train_on_the_plain_one():
     logp_fused, _ = run(drop, batch, True)
     logp_plain, _ = run(drop, batch, False)
     assert torch.allclose(logp_fused, logp_plain, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_encoder_runs_its_own_recurrence_on_the_cpu_and_cudnns_on_a_gpu(device, monkeypatch):
+    """By default (fused None) the GRU encoder's hand-written recurrence runs on the CPU and the packed nn.GRU
+    (cuDNN) on a GPU; True or False chooses one on both."""
+    from rnnsearch.model import encoders
+
+    calls = []
+    monkeypatch.setattr(encoders, "encoder_gru", lambda *a: calls.append(1) or encoder_gru(*a))
+    model, batch = model_and_batch("rnnsearch", {}, device=device)
+    for fused, expected in ((None, device == "cpu"), (True, True), (False, False)):
+        calls.clear()
+        model.encoder.fused = fused
+        model.encode(batch.x, batch.lengths)
+        assert bool(calls) == expected, (fused, device)
 
 
 @pytest.mark.slow

@@ -4,9 +4,10 @@
     RNNencdec:  h_j = →h_j  (n); the last state h_Tx summarises the sentence
 
 Both keep their weights in an `nn.GRU` (or `nn.LSTM` in the cell ablation). The LSTM runs as PyTorch's packed
-sequence; the GRU runs `fused.encoder_gru`, the same equations with both directions batched into one product
-per step, only the rows still inside their sentence computed, and a hand-written backward pass (tests check it
-against the packed `nn.GRU`). One known difference from the paper's GRU: `nn.GRU` applies the reset gate after
+sequence; the GRU, on the CPU, runs `fused.encoder_gru`, the same equations with both directions batched into one
+product per step, only the rows still inside their sentence computed, and a hand-written backward pass (tests
+check it against the packed `nn.GRU`), and on a GPU the packed `nn.GRU` (cuDNN: a few kernels per sentence batch
+instead of a few per word). One known difference from the paper's GRU: `nn.GRU` applies the reset gate after
 the recurrent matrix,
     h̃ = tanh(W x + r ∘ (U h + b)),   the paper:   h̃ = tanh(W x + U [r ∘ h]).
 Both have the same parameters and cost; the decoder, where the paper's equations matter most, implements
@@ -35,13 +36,14 @@ class Encoder(nn.Module):
         rnn = {"gru": nn.GRU, "lstm": nn.LSTM}[cell]
         self.rnn = rnn(m, n, batch_first=True, bidirectional=bidirectional)
         self.out_dim = (2 if bidirectional else 1) * n
-        # GRU: both directions in one recurrence with a hand-written backward (fused.encoder_gru); False, or
-        # an LSTM: the packed sequence through nn.GRU / nn.LSTM
-        self.fused = cell == "gru"
+        # GRU: both directions in one recurrence with a hand-written backward (fused.encoder_gru) on the CPU, and
+        # cuDNN's recurrence (the packed nn.GRU) on a GPU, where the loop's ~25 kernel launches per word cost more
+        # than its work (docs/benchmarks.md); True or False chooses one everywhere. An LSTM: the packed nn.LSTM.
+        self.fused: bool | None = None if cell == "gru" else False
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor):
         Ex = self.E(x)  # (B, Tx, m)
-        if self.fused:
+        if self.fused if self.fused is not None else x.device.type != "cuda":
             # the lengths on x's device counted there (no copy from the host, which a CUDA graph cannot hold)
             real = lengths if lengths.device == x.device else (x != self.E.padding_idx).sum(1)
             h, final = encoder_gru(Ex, lengths, self.rnn._flat_weights, real)

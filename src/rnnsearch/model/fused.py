@@ -20,7 +20,7 @@ tests/test_fused.py checks logits and every gradient against the autograd path (
 Symbols (App. A), per target position i (rows of the batch b, source positions j):
     X        W E y_{i−1} + biases, all three gates' input-side terms [x_h | x_zr]   (B, Ty, 3n)
     S        s_{i−1} (deep output) or s_0 … s_Ty (combined output)                 (B, Ty(+1), n)
-    Z, R, St z_i, r_i, s̃_i; RS = r_i ∘ s_{i−1}                                    (B, Ty, n)
+    ZR, St   [z_i; r_i] (B, Ty, 2n), s̃_i; RS = r_i ∘ s_{i−1}                      (B, Ty, n)
     keys     U_a h_j, precomputed once per batch                                  (B, Tx, n')
     P        tanh(W_a s_{i−1} + U_a h_j), kept per step for the backward pass      (B, Tx, n') each
     A, Cc    α_ij and c_i                                                         (B, Ty, Tx), (B, Ty, ctx)
@@ -42,7 +42,7 @@ import bisect
 
 import torch
 
-from rnnsearch.model.equations import additive_energies, align, gru_step
+from rnnsearch.model.equations import additive_energies, align
 
 
 # ------------------------------------------------------------------------------------------- mixed precision
@@ -99,23 +99,30 @@ def _attend_backward(gc: torch.Tensor, p: torch.Tensor, alpha: torch.Tensor, h: 
     return dp.sum(1)
 
 
-def _gru(x: torch.Tensor, s: torch.Tensor, U_zr: torch.Tensor, U: torch.Tensor, n: int):
-    """The paper's GRU (`equations.gru_step`) from its input-side sum x = [x_h | x_zr] (B, 3n): s_i, z, r, s̃."""
-    x_h, x_zr = x.split([n, 2 * n], dim=1)
-    return gru_step(s, lambda s: _addmm(x_zr, s, U_zr.t()), lambda rs: _addmm(x_h, rs, U.t()))
-
-
-def _gru_backward(g: torch.Tensor, s: torch.Tensor, z, r, s_tilde, U_zr, U, dx: torch.Tensor) -> torch.Tensor:
-    """Given ∂L/∂s_i: writes ∂L/∂x into dx (B, 3n) and returns ∂L/∂s_{i−1}."""
+def _gru(x: torch.Tensor, s: torch.Tensor, U_zr: torch.Tensor, U: torch.Tensor, ZR: torch.Tensor, RS: torch.Tensor,
+         St: torch.Tensor, s_next: torch.Tensor) -> torch.Tensor:
+    """The paper's GRU (`equations.gru_step`'s equations) from its input-side sum x = [x_h | x_zr] (B, 3n), each
+    result written where the backward pass reads it: [z; r] into ZR (B, 2n), r ∘ s into RS, s̃ into St, and s_i
+    into s_next, which is returned; s_i = (1 − z) ∘ s + z ∘ s̃ as one lerp (on a GPU each operation is a kernel
+    launch: no copies after, one operation where gru_step has four)."""
     n = s.size(1)
-    ds = g * (1 - z)
-    da_h = torch.mul(g * z, 1 - s_tilde * s_tilde, out=dx[:, :n])  # through s̃ = tanh(a_h)
+    x_h, x_zr = x.split([n, 2 * n], dim=1)
+    zr = torch.sigmoid(_addmm(x_zr, s, U_zr.t()), out=ZR)
+    rs = torch.mul(zr[:, n:], s, out=RS)
+    s_tilde = torch.tanh(_addmm(x_h, rs, U.t()), out=St)
+    return torch.lerp(s, s_tilde, zr[:, :n], out=s_next)  # (1 − z) ∘ s + z ∘ s̃
+
+
+def _gru_backward(g: torch.Tensor, s: torch.Tensor, zr, s_tilde, U_zr, U, dx: torch.Tensor) -> torch.Tensor:
+    """Given ∂L/∂s_i and the gates [z; r] (B, 2n): writes ∂L/∂x into dx (B, 3n) and returns ∂L/∂s_{i−1}."""
+    n = s.size(1)
+    z, r = zr[:, :n], zr[:, n:]
+    da_h = torch.ops.aten.tanh_backward.grad_input(g * z, s_tilde, grad_input=dx[:, :n])  # through s̃ = tanh(a_h)
     drs = _mm(da_h, U)  # ∂L/∂(r ∘ s)
-    dzr = dx[:, n:]
-    torch.mul(g * (s_tilde - s), z * (1 - z), out=dzr[:, :n])
-    torch.mul(drs * s, r * (1 - r), out=dzr[:, n:])
-    ds.addcmul_(drs, r)
-    return _addmm_(ds, dzr, U_zr)
+    torch.ops.aten.sigmoid_backward.grad_input(g * (s_tilde - s), z, grad_input=dx[:, n : 2 * n])  # through z
+    torch.ops.aten.sigmoid_backward.grad_input(drs * s, r, grad_input=dx[:, 2 * n :])  # through r
+    ds = torch.addcmul(g, g, z, value=-1).addcmul_(drs, r)  # g ∘ (1 − z) + ∂L/∂(r ∘ s) ∘ r
+    return _addmm_(ds, dx[:, n:], U_zr)
 
 
 # ------------------------------------------------------------------------------------------- App. A.2.2
@@ -127,40 +134,39 @@ class _DeepOutputRecurrence(torch.autograd.Function):
         n = s0.size(1)
         attn = h is not None
         S = X.new_empty(B, Ty, n)  # s_{i−1} of every position
-        Z, R, St, RS = (X.new_empty(B, max(Ty - 1, 0), n) for _ in range(4))
+        ZR = X.new_empty(B, max(Ty - 1, 0), 2 * n)  # [z_i; r_i]
+        St, RS = (X.new_empty(B, max(Ty - 1, 0), n) for _ in range(2))
         if attn:
             masked = ~mask
             v = v_a.view(-1)
             Cc = X.new_empty(B, Ty, h.size(2))  # c_i
             A = X.new_empty(B, Ty, h.size(1))  # α_i
             P = []
-        s = s0
+        S[:, 0] = s = s0
         for i in range(Ty):
-            S[:, i] = s
             if attn:
                 p, A[:, i], Cc[:, i] = _attend(_mm(s, W_a.t()), keys, v, h, masked)
                 P.append(p)
             if i + 1 < Ty:  # the last state is never read
                 x = _addmm(X[:, i], Cc[:, i], C.t()) if attn else X[:, i]
-                s, Z[:, i], R[:, i], St[:, i] = _gru(x, S[:, i], U_zr, U, n)
-                torch.mul(R[:, i], S[:, i], out=RS[:, i])
+                s = _gru(x, s, U_zr, U, ZR[:, i], RS[:, i], St[:, i], S[:, i + 1])
         ctx.attn = attn
         if attn:
             ctx.P = P
-            ctx.save_for_backward(S, Z, R, St, RS, h, Cc, A, W_a, v_a, C, U_zr, U)
+            ctx.save_for_backward(S, ZR, St, RS, h, Cc, A, W_a, v_a, C, U_zr, U)
             return S, Cc
-        ctx.save_for_backward(S, Z, R, St, RS, U_zr, U)
+        ctx.save_for_backward(S, ZR, St, RS, U_zr, U)
         return S
 
     @staticmethod
     def backward(ctx, dS, dCc=None):
         if ctx.attn:
-            S, Z, R, St, RS, h, Cc, A, W_a, v_a, C, U_zr, U = ctx.saved_tensors
+            S, ZR, St, RS, h, Cc, A, W_a, v_a, C, U_zr, U = ctx.saved_tensors
             v = v_a.view(-1)
             dkeys, dv = torch.zeros_like(ctx.P[0]), torch.zeros_like(v)
             Gc, DQ = torch.empty_like(Cc), S.new_empty(S.size(0), S.size(1), W_a.size(0))
         else:
-            S, Z, R, St, RS, U_zr, U = ctx.saved_tensors
+            S, ZR, St, RS, U_zr, U = ctx.saved_tensors
         B, Ty, n = S.shape
         lp = U.dtype
         dX = S.new_zeros(B, Ty, 3 * n)  # the last position's input is never used
@@ -168,7 +174,7 @@ class _DeepOutputRecurrence(torch.autograd.Function):
         for i in reversed(range(Ty)):
             gs = dS[:, i].clone()
             if g is not None:
-                gs += _gru_backward(g, S[:, i], Z[:, i], R[:, i], St[:, i], U_zr, U, dX[:, i])
+                gs += _gru_backward(g, S[:, i], ZR[:, i], St[:, i], U_zr, U, dX[:, i])
             if ctx.attn:
                 gc = dCc[:, i] + _mm(dX[:, i], C) if g is not None else dCc[:, i]
                 Gc[:, i] = gc
@@ -206,25 +212,25 @@ class _CombinedOutputRecurrence(torch.autograd.Function):
         n = s0.size(1)
         v, masked = v_a.view(-1), ~mask
         S = X.new_empty(B, Ty + 1, n)  # s_0 … s_Ty
-        Z, R, St, RS = (X.new_empty(B, Ty, n) for _ in range(4))
+        ZR = X.new_empty(B, Ty, 2 * n)  # [z_t; r_t]
+        St, RS = (X.new_empty(B, Ty, n) for _ in range(2))
         O = X.new_empty(B, Ty + 1, n)  # o_0 = 0, o_1 … o_Ty
         O[:, 0] = 0
         Actx, A, P = X.new_empty(B, Ty, h.size(2)), X.new_empty(B, Ty, h.size(1)), []
         S[:, 0] = s0
         for t in range(Ty):
             x = _addmm(X[:, t], O[:, t], C.t()) if C is not None else X[:, t]  # input feeding: C o_{t−1}
-            S[:, t + 1], Z[:, t], R[:, t], St[:, t] = _gru(x, S[:, t], U_zr, U, n)
-            torch.mul(R[:, t], S[:, t], out=RS[:, t])
+            _gru(x, S[:, t], U_zr, U, ZR[:, t], RS[:, t], St[:, t], S[:, t + 1])
             p, A[:, t], Actx[:, t] = _attend(_mm(S[:, t + 1], W_a.t()), keys, v, h, masked)
             P.append(p)
             torch.tanh(_mm(torch.cat([Actx[:, t], S[:, t + 1]], dim=1), W_u.t()), out=O[:, t + 1])
         ctx.P = P
-        ctx.save_for_backward(S, Z, R, St, RS, O, Actx, A, h, W_a, v_a, C, U_zr, U, W_u)
+        ctx.save_for_backward(S, ZR, St, RS, O, Actx, A, h, W_a, v_a, C, U_zr, U, W_u)
         return O[:, 1:]
 
     @staticmethod
     def backward(ctx, dO):
-        S, Z, R, St, RS, O, Actx, A, h, W_a, v_a, C, U_zr, U, W_u = ctx.saved_tensors
+        S, ZR, St, RS, O, Actx, A, h, W_a, v_a, C, U_zr, U, W_u = ctx.saved_tensors
         B, Ty, n = dO.shape
         v, lp = v_a.view(-1), U.dtype
         dkeys, dv = torch.zeros_like(ctx.P[0]), torch.zeros_like(v)
@@ -238,7 +244,7 @@ class _CombinedOutputRecurrence(torch.autograd.Function):
             Ga[:, t], ds = d_as.split([Actx.size(2), n], dim=1)
             DQ[:, t] = _attend_backward(Ga[:, t], ctx.P[t], A[:, t], h, v, dkeys, dv)
             g = _addmm_(g_s + ds, DQ[:, t], W_a)
-            g_s = _gru_backward(g, S[:, t], Z[:, t], R[:, t], St[:, t], U_zr, U, dX[:, t])
+            g_s = _gru_backward(g, S[:, t], ZR[:, t], St[:, t], U_zr, U, dX[:, t])
             if C is not None:
                 g_o = _mm(dX[:, t], C)
         S_new, S_prev = S[:, 1:].flatten(0, 1), S[:, :-1].flatten(0, 1)
