@@ -6,9 +6,10 @@ kernel's size, so that at batch 80 the GPU waits on the launches. A CUDA graph r
 once and replays them as one: the same kernels on the same buffers, without the host in between.
 
 What a replay needs: fixed shapes (one graph per batch shape: B, Tx, Ty and the source lengths), nothing that
-reads a GPU value on the host inside the update (the encoder takes its steps from the CPU lengths, see
-`fused.encoder_gru`), an optimizer whose step count stays on the GPU (`capturable`), and a constant learning
-rate. The batch is copied into the graph's input tensors before each replay.
+copies between the host and the GPU inside the update (the GRU encoder's own recurrence, which takes its steps
+from the CPU lengths, see `fused.encoder_gru`; cuDNN's packed one copies them), an optimizer whose step count stays
+on the GPU (`capturable`), and a constant learning rate. The batch is copied into the graph's input tensors before
+each replay.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import copy
 import torch
 
 from rnnsearch.data.batching import Batch
+from rnnsearch.textio import InputError
 
 
 def update(model, optimizer, b: Batch, bf16: bool, clip_norm: float = 1.0) -> torch.Tensor:
@@ -41,8 +43,14 @@ class GraphedUpdate:
     lengths into the graph's inputs and runs it (the loss, a tensor of the graph, is returned)."""
 
     def __init__(self, model, optimizer, b: Batch, bf16: bool, warmup: int = 3):
+        if model.encoder.fused is False:
+            raise InputError("--graph: the LSTM encoder runs as a packed sequence, whose copy of the sorted lengths "
+                             "to the GPU a CUDA graph cannot hold; graph a model with a GRU encoder")
         if b.x.device.type != "cuda":
-            raise ValueError("a CUDA graph needs the model on a CUDA device (--device cuda)")
+            raise InputError("--graph: a CUDA graph needs the model on a CUDA device (--device cuda)")
+        # the GRU encoder's own recurrence, not cuDNN's packed one (its default on a GPU): it takes its steps from
+        # the CPU lengths before recording, where pack_padded_sequence copies them to the GPU inside the update
+        model.encoder.fused = True
         self.model, self.optimizer, self.bf16 = model, optimizer, bf16
         self.b = Batch(b.x.clone(), b.lengths.clone(), b.y_in.clone(), b.y_out.clone(), list(b.index))
         side = torch.cuda.Stream()  # warm-up on a side stream, as torch.cuda.graph asks: allocator, handles, state
