@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -39,6 +40,40 @@ def slurm():
         state = ""
     if not re.search(r"idle|mixed|allocated", state):
         pytest.skip("no running Slurm here (workflow/slurm/local-cluster.sh starts one; .ci/run does)")
+
+
+def tiny_updates_per_second() -> float:
+    """Updates per second of one process training the tiny RNNsearch-50 on half a tiny batch (one task's share of
+    two), on this machine now: a training budget sized by it needs more than one Slurm job on a fast machine
+    without taking many on a slow one."""
+    from rnnsearch import config as cfg
+    from rnnsearch.data.batching import make_batch
+    from rnnsearch.model import build_model
+    from rnnsearch.training.train import batch_nll, make_optimizer
+
+    from .conftest import REPO
+
+    params = cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])
+    torch.manual_seed(0)
+    model = build_model(cfg.model_config(params, "rnnsearch-50"), 153, 153).train()
+    optimizer = make_optimizer(model.parameters(), "adadelta", 1.0)
+    g = torch.Generator().manual_seed(0)
+    sents = [torch.randint(3, 153, (15,), generator=g).tolist() + [1] for _ in range(40)]
+    b = make_batch(sents[:20], sents[20:], list(range(20)))
+
+    def update():
+        optimizer.zero_grad(set_to_none=True)
+        (batch_nll(model, b) / 20).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+    for _ in range(10):
+        update()
+    start, n = time.perf_counter(), 0
+    while time.perf_counter() - start < 1.5:
+        update()
+        n += 1
+    return n / (time.perf_counter() - start)
 
 
 def snakemake(ws: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -110,9 +145,10 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     tasks, checkpoint, exit; Snakemake resubmits it (`cluster.train.attempts`) and the new job resumes, until the
     update budget is reached. A job killed just after it finished (while Snakemake wraps up) is completed by the
     next one without training. The data stages are the tiny DAG's, already built."""
-    # two tasks train 9 (the other pytest worker busy) to 20 updates/s at the tiny size here, about 45 s per job
-    # once started: two to four jobs
-    updates = 1500
+    # the two tasks' training runs at about 0.27 times tiny_updates_per_second (32 to 43 updates/s in Slurm during a
+    # test run against 138 in the test's process, 2 cores of a Xeon): a budget of about 150 s of training, two or
+    # three jobs of Slurm's 1-minute limit, whatever this machine's speed (at 1,500 updates, one job on a fast one)
+    updates = min(max(int(0.27 * 150 * tiny_updates_per_second()), 1500), 12000)
     ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("timelimit"), {
         "cluster": {"train": {"runtime": 1, "attempts": 8}},  # no GPU: the node's one GPU is not one per task
         "models": {"rnnsearch-50": {"max_updates": updates}},
