@@ -19,12 +19,12 @@ BIN = Path(sys.executable).parent  # rnnsearch, snakemake, dvc and torchrun of t
 SHARED_DATA = Path(os.environ.get("RNNSEARCH_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
-# Under pytest-xdist (README's test command: three workers, `--dist loadfile`), each test file runs on one worker,
+# Under pytest-xdist (README's test command: four workers, `--dist loadfile`), each test file runs on one worker,
 # so that its module fixtures are built once and its tests keep their order. The files of long whole-pipeline runs
-# go first: the Slurm tests (waiting on Slurm's queue, mostly) on one worker while the other two run the rest (on
-# 2 cores held to AVX2: 568 s against 651 s with two workers, one of them idle while it waited).
-LONG_FIRST = ("test_slurm.py", "test_workflow.py", "test_peer.py", "test_multi30k.py", "test_docs.py",
-              "test_sentencepiece.py", "test_wmt14.py", "test_resume.py", "test_distributed.py")
+# go first: the two Slurm files (waiting on Slurm's queue, mostly) on two workers at once while the other two run
+# the rest.
+LONG_FIRST = ("test_slurm_timelimit.py", "test_slurm.py", "test_workflow.py", "test_peer.py", "test_multi30k.py",
+              "test_docs.py", "test_sentencepiece.py", "test_wmt14.py", "test_resume.py", "test_distributed.py")
 
 
 def pytest_configure(config):

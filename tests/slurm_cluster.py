@@ -1,0 +1,97 @@
+"""What the Slurm tests (test_slurm.py, test_slurm_timelimit.py) share: the check for a running Slurm, Snakemake
+through the shipped profile, and what Snakemake's logs say it submitted. Two files, so that pytest-xdist runs
+them on two workers at once: both mostly wait on Slurm's queue."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+BIN = Path(sys.executable).parent
+# The shipped profile installed as docs/cluster.md says (as `slurm`, in $HOME/.config/snakemake), plus what a cluster without
+# accounting needs (squeue, not sacct) and quick polling.
+SLURM = ["--profile", "slurm", "--slurm-status-command", "squeue",
+         "--slurm-init-seconds-before-status-checks", "2", "--jobs", "4"]
+
+
+@pytest.fixture(scope="session", autouse=True)  # session: before the session's tiny_dag, which a skip never needs
+def slurm():
+    try:
+        state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        state = ""
+    if not re.search(r"idle|mixed|allocated", state):
+        pytest.skip("no running Slurm here (workflow/slurm/local-cluster.sh starts one; .ci/run does)")
+
+
+def tiny_updates_per_second() -> float:
+    """Updates per second of one process training the tiny RNNsearch-50 on half a tiny batch (one task's share of
+    two), on this machine now: a training budget sized by it needs more than one Slurm job on a fast machine
+    without taking many on a slow one."""
+    from rnnsearch import config as cfg
+    from rnnsearch.data.batching import make_batch
+    from rnnsearch.model import build_model
+    from rnnsearch.training.train import batch_nll, make_optimizer
+
+    from .conftest import REPO
+
+    params = cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])
+    torch.manual_seed(0)
+    model = build_model(cfg.model_config(params, "rnnsearch-50"), 153, 153).train()
+    optimizer = make_optimizer(model.parameters(), "adadelta", 1.0)
+    g = torch.Generator().manual_seed(0)
+    sents = [torch.randint(3, 153, (15,), generator=g).tolist() + [1] for _ in range(40)]
+    b = make_batch(sents[:20], sents[20:], list(range(20)))
+
+    def update():
+        optimizer.zero_grad(set_to_none=True)
+        (batch_nll(model, b) / 20).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+    for _ in range(10):
+        update()
+    start, n = time.perf_counter(), 0
+    while time.perf_counter() - start < 1.5:
+        update()
+        n += 1
+    return n / (time.perf_counter() - start)
+
+
+def snakemake(ws: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """snakemake in `ws`, with $HOME=ws and the profile installed there by README's one line."""
+    profiles = ws / ".config" / "snakemake"
+    if not (profiles / "slurm").exists():
+        profiles.mkdir(parents=True, exist_ok=True)
+        (profiles / "slurm").symlink_to(ws / "workflow" / "profiles" / "slurm")
+    env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(ws), "PYTHONUNBUFFERED": "1"}
+    p = subprocess.run([str(BIN / "snakemake"), *args], cwd=ws, capture_output=True, text=True, env=env,
+                       timeout=timeout)
+    assert p.returncode == 0, f"snakemake {' '.join(args)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p
+
+
+def submissions(ws: Path) -> list[tuple[str, str, str]]:
+    """(Slurm job id, rule, wildcards) of every job Snakemake submitted, from its own logs."""
+    text = "".join(p.read_text() for p in sorted((ws / ".snakemake" / "log").glob("*.snakemake.log")))
+    return re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/rule_(\w+)/(?:([^/\s]+)/)?\d+\.log", text)
+
+
+def finished_rules(ws: Path) -> set[str]:
+    text = "".join(p.read_text() for p in (ws / ".snakemake" / "log").glob("*.snakemake.log"))
+    return set(re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", text))
+
+
+def slurm_logs(ws: Path, jobs: list[str]) -> str:
+    """The last lines of the Slurm logs of `jobs` (kept by the executor for failed jobs)."""
+    out = []
+    for job in jobs:
+        for log in (ws / ".snakemake" / "slurm_logs").rglob(f"{job}.log"):
+            out.append(f"--- {log.relative_to(ws)}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-25:]))
+    return "\n".join(out) or "(no Slurm log kept)"

@@ -1,0 +1,67 @@
+"""A training of two Slurm tasks through the shipped profile, killed at its Slurm time limit, that Snakemake
+resubmits and that resumes, job after job, to its full update budget.
+
+Needs a running Slurm (`workflow/slurm/local-cluster.sh` starts a one-node cluster; `.ci/run` does); skips,
+saying so, where there is none.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from .conftest import dag_copy
+from .slurm_cluster import SLURM, slurm, slurm_logs, snakemake, submissions, tiny_updates_per_second  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_factory, tiny_dag: Path):
+    """train.processes: 2 makes the training one Slurm job of two tasks, started by srun, training data-parallel
+    (gloo: the node's two CPUs). Slurm's time limit (1 minute) stops a training that needs more: SIGTERM to both
+    tasks, checkpoint, exit; Snakemake resubmits it (`cluster.train.attempts`) and the new job resumes, until the
+    update budget is reached. A job killed just after it finished (while Snakemake wraps up) is completed by the
+    next one without training. The data stages are the tiny DAG's, already built."""
+    # the two tasks' training runs at about 0.27 times tiny_updates_per_second (32 to 43 updates/s in Slurm during a
+    # test run against 138 in the test's process, 2 cores of a Xeon): a budget of about 150 s of training, two or
+    # three jobs of Slurm's 1-minute limit, whatever this machine's speed (at 1,500 updates, one job on a fast one)
+    updates = min(max(int(0.27 * 150 * tiny_updates_per_second()), 1500), 12000)
+    ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("timelimit"), {
+        "cluster": {"train": {"runtime": 1, "attempts": 8}},  # no GPU: the node's one GPU is not one per task
+        "models": {"rnnsearch-50": {"max_updates": updates}},
+        "train": {"processes": 2, "checkpoint_every": 50, "log_every": 500, "validate_every": 2000}})
+    model = "results/models/rnnsearch-50/replicate1/model.pt"
+    planned = snakemake(ws, "-n", model).stdout
+    assert "rule train:" in planned and "rule tokenize" not in planned, planned  # only the training is to run
+    snakemake(ws, *SLURM, model)
+
+    stats = json.loads((ws / "results/models/rnnsearch-50/replicate1/train_stats.json").read_text())
+    runs = stats["runs"]  # the training's own record of the jobs that worked on it
+    assert stats["updates"] == updates and len(runs) >= 2, runs
+    assert runs[0]["start"] == 0 and runs[-1]["end"] == updates and runs[-1]["ended_by"] == "update budget"
+    assert [r["processes"] for r in runs] == [2] * len(runs), runs
+    for before, after in zip(runs, runs[1:]):
+        # a job killed after it had finished (while Snakemake wrapped up) is completed by the next without training
+        if before["end"] == updates:
+            assert after["start"] == after["end"] == updates, runs
+            continue
+        assert before["ended_by"] == "signal 15" and after["start"] == before["end"], runs
+        record = subprocess.run(["scontrol", "show", "job", before["slurm_job"]], capture_output=True, text=True).stdout
+        assert "JobState=TIMEOUT" in record, record  # Slurm's own record: killed at its time limit
+    jobs = [job for job, rule, _ in submissions(ws) if rule == "train"]
+    # each run a new Slurm job submitted by Snakemake, none lost (CI once lost two: jobs killed at their time limit
+    # just after finishing, whose outputs Snakemake deleted; the next attempt then started from scratch)
+    assert jobs == [r["slurm_job"] for r in runs], slurm_logs(ws, jobs)
+    for job in jobs:
+        record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+        assert re.search(r"NumTasks=2\b", record), record  # Slurm's own record of the job
+    log = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()  # the last job's: each writes it anew
+    assert f"Slurm job {jobs[-1]} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log
+    assert f"resuming from results/models/rnnsearch-50/replicate1/checkpoint.pt at update {runs[-1]['start']}" in log
+    final = (ws / "results/models/rnnsearch-50/replicate1/checkpoint.pt")  # the final state, kept (see train.py)
+    assert torch.load(final, weights_only=True)["progress"]["finished"]
