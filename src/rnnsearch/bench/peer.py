@@ -190,6 +190,22 @@ def run_peer_script(script: str, python: str, dataset: str, phases: str, updates
     return json.loads(Path(work, f"run_{dataset}", "result.json").read_text())
 
 
+def _checked_inputs(script: str, peer_python: str, raw: str, updates: int, warmup: int, device: str):
+    """The peer script and raw data as absolute paths, and the peer Python's versions, once every input is checked."""
+    from rnnsearch.peer.experiment import check_peer_python
+
+    if not 1 <= warmup <= updates - 2:  # the peer script's summary times at least 2 updates after at least 1
+        raise InputError(f"--warmup {warmup} with --updates {updates}: the peer script leaves the first 1 to "
+                         f"updates - 2 untimed; give 1 <= --warmup <= --updates - 2")
+    versions = check_peer_python(peer_python)
+    for what, path in (("--peer-script", script), ("--raw", raw)):
+        if not Path(path).exists():
+            raise InputError(f"{what}: {path} does not exist (the peer benchmark and its raw data: bench.peer, bench.data)")
+    script = str(Path(script).resolve())
+    check_peer_device(script, device)
+    return script, str(Path(raw).resolve()), versions
+
+
 def check_peer_device(script: str, device: str) -> None:
     """The peer's config (joeynmt_rnnsearch.yaml beside its script) must run JoeyNMT where ours run: `use_cuda`
     true for --device cuda, false for cpu."""
@@ -214,17 +230,7 @@ def _median(xs):
 def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str], updates: int, warmup: int,
                    rounds: int, decode: list[str], threads: int, seed: int, out: str, md: str, peer_log: str,
                    device: str = "cpu") -> dict:
-    from rnnsearch.peer.experiment import check_peer_python
-
-    if not 1 <= warmup <= updates - 2:  # the peer script's summary times at least 2 updates after at least 1
-        raise InputError(f"--warmup {warmup} with --updates {updates}: the peer script leaves the first 1 to "
-                         f"updates - 2 untimed; give 1 <= --warmup <= --updates - 2")
-    versions = check_peer_python(peer_python)
-    for what, path in (("--peer-script", script), ("--raw", raw)):
-        if not Path(path).exists():
-            raise InputError(f"{what}: {path} does not exist (the peer benchmark and its raw data: bench.peer, bench.data)")
-    script, raw = str(Path(script).resolve()), str(Path(raw).resolve())
-    check_peer_device(script, device)
+    script, raw, versions = _checked_inputs(script, peer_python, raw, updates, warmup, device)
     joeynmt, torch_version = (versions.split() + ["?"])[:2]
     results = {"benchmark": "peer", "peer": f"JoeyNMT {joeynmt} (torch {torch_version}) via {script}", "machine": machine(),
                "threads": threads, "updates": updates, "warmup_updates": warmup, "rounds": rounds,
