@@ -27,10 +27,11 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     tasks, checkpoint, exit; Snakemake resubmits it (`cluster.train.attempts`) and the new job resumes, until the
     update budget is reached. A job killed just after it finished (while Snakemake wraps up) is completed by the
     next one without training. The data stages are the tiny DAG's, already built."""
-    # the two tasks' training runs at about 0.27 times tiny_updates_per_second (32 to 43 updates/s in Slurm during a
-    # test run against 138 in the test's process, 2 cores of a Xeon): a budget of about 150 s of training, two or
-    # three jobs of Slurm's 1-minute limit, whatever this machine's speed (at 1,500 updates, one job on a fast one)
-    updates = min(max(int(0.27 * 150 * tiny_updates_per_second()), 1500), 12000)
+    # the two tasks' training runs at 0.3 to 0.41 times tiny_updates_per_second (2 cores of a Xeon: 54 updates/s in
+    # Slurm against 132 measured, idle; 19 to 24 against 56 to 80 in full test runs): a budget of 120 to 160 s of
+    # training at 0.27 × 180 s, two or three jobs of Slurm's 1-minute limit whatever this machine's speed (a fixed
+    # 1,500 updates took one job on a fast machine)
+    updates = min(max(int(0.27 * 180 * tiny_updates_per_second()), 1500), 15000)
     ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("timelimit"), {
         "cluster": {"train": {"runtime": 1, "attempts": 8}},  # no GPU: the node's one GPU is not one per task
         "models": {"rnnsearch-50": {"max_updates": updates}},
