@@ -43,7 +43,8 @@ class Encoder(nn.Module):
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor):
         Ex = self.E(x)  # (B, Tx, m)
-        if self.fused if self.fused is not None else x.device.type != "cuda":
+        fused = self.fused if self.fused is not None else x.device.type != "cuda"
+        if fused:
             # the lengths on x's device counted there (no copy from the host, which a CUDA graph cannot hold)
             real = lengths if lengths.device == x.device else (x != self.E.padding_idx).sum(1)
             h, final = encoder_gru(Ex, lengths, self.rnn._flat_weights, real)
