@@ -18,7 +18,7 @@ frequent words per side, the first `warmup` updates untimed, the clock running f
 update to the end of the last (batching included). Tokens count </s> (the loss positions), as the peer's do.
 
 Utilisation: each side's useful training FLOP/s (its own closed-form count over the real tokens of the timed
-batches: rnnsearch.bench.flops for ours, the peer benchmark's formula for JoeyNMT) divided by the best 2048³ fp32 GEMM
+batches: rnnsearch.bench.flops for ours, the peer benchmark's formula for JoeyNMT) divided by the best fp32 GEMM
 rate measured anywhere in the run (the peer's gemm_peak.py before and after its runs; ours in our processes).
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from rnnsearch.bench.data import in_fresh_process, peak_rss_mb
-from rnnsearch.bench.speed import TRAIN_SIZES, gemm_peak_gflops, machine, synchronizer
+from rnnsearch.bench.speed import TRAIN_SIZES, gemm_peak_gflops, gemm_size, machine, synchronizer
 from rnnsearch.runtime import native_bf16_cpu
 from rnnsearch.textio import InputError, atomic_path, read_lines, write_json_atomic
 
@@ -347,7 +347,8 @@ def markdown(results: dict) -> str:
              f"Machine: {m['processor']}, {m['cpus']} CPUs, torch {m['torch']}, {results['threads']} threads"
              f"{', both systems on ' + results['gpu'] + ' (CUDA ' + results['cuda'] + ')' if 'gpu' in results else ''}. "
              f"{results['rounds']} rounds (A, B, A, B), medians shown; {results['updates']} updates of 80 sentences "
-             f"per training run, the first {results['warmup_updates']} untimed. Best 2048³ fp32 GEMM in the run: "
+             f"per training run, the first {results['warmup_updates']} untimed. "
+             f"Best {gemm_size(results.get('device', 'cpu'))}³ fp32 GEMM in the run: "
              f"{results['gemm_peak_gflops']} GFLOP/s. closest = our `{results['closest']['arch']}` preset with "
              f"{', '.join(f'{k}: {v}' for k, v in results['closest'].items() if k != 'arch')}. bf16 autocast: "
              f"{results.get('bf16', 'measured')}.", ""]

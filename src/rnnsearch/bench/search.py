@@ -18,7 +18,7 @@ from collections import Counter
 import torch
 
 from rnnsearch.bench.data import peak_rss_mb
-from rnnsearch.bench.speed import TRAIN_SIZES, machine, synchronizer
+from rnnsearch.bench.speed import TRAIN_SIZES, machine, set_tf32, synchronizer
 from rnnsearch.textio import InputError, read_lines, write_json_atomic
 
 log = logging.getLogger("rnnsearch.bench")
@@ -38,10 +38,7 @@ def run_bench_search(arch: str, size: str, src: str, ref: str, beams: list[int],
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     device = resolve_device(device_name)
-    if precision == "tf32" and device.type != "cuda":
-        raise InputError("precision tf32 is a CUDA setting (TF32 tensor cores); on the CPU, fp32")
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    set_tf32(device, precision)
     sizes = TRAIN_SIZES[size]
     K = sizes["vocab"] + 3
     model = build_model({"arch": arch, **{k: sizes[k] for k in ("m", "n", "n_align", "l")}}, K, K).to(device).eval()

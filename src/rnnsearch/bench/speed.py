@@ -115,8 +115,8 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     updates (the allocator grows and the optimizer creates its state in the first two), then `steps` timed
     updates: forward, backward, clipping, Adadelta step. Words/s counts source and target words (</s> included).
     Utilisation: the closed-form training FLOPs (rnnsearch.bench.flops, no padding here) per second, divided by the best
-    2048³ GEMM rate at the same precision measured in the same process just before and just after. `precision`:
-    fp32; tf32 (CUDA: float32 products on TF32 tensor cores); bf16 (the forward pass under bf16 autocast, the
+    GEMM rate (operands of `gemm_size`) at the same precision measured in the same process just before and just
+    after. `precision`: fp32; tf32 (CUDA: float32 products on TF32 tensor cores); bf16 (the forward pass under bf16 autocast, the
     backward outside it, as `train.precision: bf16` trains). `graph` (CUDA): the update captured in a CUDA graph
     and replayed (bench/graphs.py), its parameters after one replay compared with the eager update's. Run one
     configuration per process: peak RSS is the process's.
@@ -136,7 +136,7 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
         graphed = difference_from_eager(replay)
         log.info("%s: one replay against the eager update: %s", what, ", ".join(f"{k} {v:.3g}" for k, v in
                                                                                    graphed.items()))
-        times = _timed(lambda: replay.replay(), warmup, steps, what, synchronizer(device.type))
+        times = _timed(replay.replay, warmup, steps, what, synchronizer(device.type))
     else:
         times = _timed_updates(model, optimizer, b, warmup, steps, what, bf16)
     seconds = sum(times) / len(times)
@@ -163,6 +163,15 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     return result
 
 
+def set_tf32(device: torch.device, precision: str) -> None:
+    """CUDA's TF32 switches on for precision tf32 and off otherwise; tf32 elsewhere than on CUDA is an error (the
+    switches change no product on the CPU)."""
+    if precision == "tf32" and device.type != "cuda":
+        raise InputError("precision tf32 is a CUDA setting (TF32 tensor cores); this run is on the CPU")
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
 def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: int, device_name: str, seed: int,
                        precision: str, capturable: bool = False):
     """The training benchmarks' model (`size` of TRAIN_SIZES, on the device, in training mode), its Adadelta, and
@@ -179,10 +188,7 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     device = resolve_device(device_name)
-    if precision == "tf32" and device.type != "cuda":
-        raise InputError("precision tf32 is a CUDA setting (TF32 tensor cores); the CPU has fp32 and bf16")
-    if device.type == "cuda":  # CUDA's switches: they change no product on the CPU
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    set_tf32(device, precision)
     sizes = TRAIN_SIZES[size]
     K = sizes["vocab"] + 3  # the shortlist plus <pad>, </s>, [UNK]
     model = build_model({"arch": arch, **sizes}, K, K).to(device).train()
