@@ -239,8 +239,12 @@ def dry_runs(tmp_path_factory) -> dict[tuple, tuple[Path, str]]:
     half in its own fresh copy: command words → (the copy, Snakemake's output or the failure)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    # the folders made here, one thread: tmp_path_factory is not thread-safe (two threads creating this worker's
+    # base folder at once: FileExistsError for one, where no test had made a temporary folder before)
+    roots = [tmp_path_factory.mktemp(f"docs{half}") for half in (0, 1)]
+
     def run_half(half: int) -> dict:
-        ws, done = make_copy(tmp_path_factory.mktemp(f"docs{half}")), {}
+        ws, done = make_copy(roots[half]), {}
         for c in SNAKEMAKE[half::2]:
             try:
                 done[c.words] = (ws, snakemake_dry_run(c, ws))
