@@ -76,11 +76,8 @@ def test_training_benchmark_in_bf16_runs_its_products_and_its_gemm_in_bf16(tmp_p
         speed.run_bench_train("rnnencdec", "bench", 2, 4, 1, 1, "cpu", 1, str(tmp_path / "t.json"), precision="tf32")
     with pytest.raises(InputError, match="--graph: a CUDA graph needs a CUDA device"):
         speed.run_bench_train("rnnencdec", "bench", 2, 4, 1, 1, "cpu", 1, str(tmp_path / "g.json"), graph=True)
-    from rnnsearch.bench.graphs import GraphedUpdate
-
-    model, optimizer, b, _ = speed.bench_update_setup("luong", "bench", 2, 4, 1, "cpu", 1, "fp32")
     with pytest.raises(InputError, match="--graph: the LSTM encoder runs as a packed sequence"):
-        GraphedUpdate(model, optimizer, b, False)
+        speed.bench_update_setup("luong", "bench", 2, 4, 1, "cpu", 1, "fp32", capturable=True)
 
 
 @pytest.mark.cuda

@@ -111,12 +111,14 @@ def test_a_training_on_the_text_ends_with_the_parameters_of_one_on_its_binarized
 
 
 @pytest.mark.cuda
-def test_a_training_interrupted_on_cuda_resumes_to_the_uninterrupted_parameters(data: Path, tmp_path: Path):
-    """SIGTERM on the GPU and a resumed run there against an uninterrupted GPU run: the same parameters, bit for
-    bit, where every operation of the update is deterministic on CUDA; the message gives the largest difference
-    otherwise."""
+@pytest.mark.parametrize("graphs", ["auto", False])
+def test_a_training_interrupted_on_cuda_resumes_to_the_uninterrupted_parameters(data: Path, tmp_path: Path, graphs):
+    """SIGTERM on the GPU and a resumed run there against an uninterrupted GPU run, from CUDA graphs (the default
+    there: the resumed run trains each shape's first minibatch eagerly where the other replays) and eagerly: the
+    same parameters, bit for bit, where every operation of the update is deterministic on CUDA; the message
+    gives the largest difference otherwise."""
     params = yaml.safe_load((data / "params.yaml").read_text())
-    params["train"]["device"] = "cuda"
+    params["train"].update(device="cuda", cuda_graphs=graphs)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     ref, out = tmp_path / "uninterrupted", tmp_path / "killed"
     subprocess.run(train_cmd(data, ref, tmp_path / "params.yaml"), check=True, capture_output=True)
@@ -151,6 +153,17 @@ def test_checkpoint_of_another_config_is_refused_with_the_difference(data: Path,
     with pytest.raises(InputError, match=r"checkpoint.pt: written for another configuration \(model.n: 8 in the "
                                          r"checkpoint, 16 now\); delete it"):
         _train_in_process(data, tmp_path)
+
+
+def test_cuda_graphs_true_on_the_cpu_stops_the_training_before_it_starts(data: Path, tmp_path: Path):
+    """train.cuda_graphs: true where graphs cannot run is an error naming the key, not an eager training."""
+    params = yaml.safe_load((data / "params.yaml").read_text())
+    params["train"].update(device="cpu", cuda_graphs=True)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(InputError, match=r"train.cuda_graphs: true, but a CUDA graph needs a CUDA device, and this "
+                                         r"model is on the CPU; set it to auto or false"):
+        _train_in_process(tmp_path, tmp_path / "out", data)
+    assert not (tmp_path / "out" / "checkpoint.pt").exists()
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated"])

@@ -70,12 +70,13 @@ def run_stages(d: Path, params: list[str]) -> Path:
 
 @pytest.mark.cuda
 def test_every_stage_runs_on_cuda(tmp_path: Path):
-    """The tiny pipeline with `device: cuda` for training, decoding and AER: each model trained on the GPU (its
-    name in the training's record), every test sentence translated and scored, AER measured, the report written."""
+    """The tiny pipeline with `device: cuda` for training, decoding and AER: each model trained on the GPU from
+    CUDA graphs (`cuda_graphs: true`: an error if they could not run; its name in the training's record), every
+    test sentence translated and scored, AER measured, the report written."""
     import torch
 
     cuda = tmp_path / "cuda.yaml"
-    cuda.write_text("train: {device: cuda}\ndecode: {device: cuda}\n")
+    cuda.write_text("train: {device: cuda, cuda_graphs: true}\ndecode: {device: cuda}\n")
     d = run_stages(tmp_path / "run", [*PARAMS, "--params", str(cuda)])
     for m in ("rnnencdec-30", "rnnsearch-50"):
         stats = json.loads((d / f"models/{m}/train_stats.json").read_text())

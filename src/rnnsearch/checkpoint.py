@@ -17,7 +17,11 @@ from rnnsearch.textio import InputError, WriteError, atomic_path
 def save_checkpoint(path: str | Path, model: Seq2Seq, optimizer, update: int, data_position: dict, config: dict,
                     **extra) -> None:
     """Model, optimizer, update count, data position, config and anything in `extra` (tensors, plain data)."""
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "update": update,
+    optimizer_state = optimizer.state_dict()
+    for group in optimizer_state["param_groups"]:  # a rate kept on the GPU for CUDA graphs: saved as a number
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"] = group["lr"].item()
+    state = {"model": model.state_dict(), "optimizer": optimizer_state, "update": update,
              "data_position": data_position, "config": config, **extra}
     try:
         with atomic_path(path) as tmp, open(tmp, "wb") as f:  # a file object: torch's write errors keep their OSError

@@ -32,6 +32,7 @@ class TrainConfig:
     device: str
     precision: str
     threads: int
+    cuda_graphs: str | bool
 
 
 def last_full_lr_update(max_updates: int, lr_decay: float) -> float:

@@ -7,9 +7,10 @@ machine's speed drifts:
   2. ours: the model closest to JoeyNMT's (`CLOSEST`) with our default batching (the paper's length-sorted blocks
      of 20 batches) and with the peer's batch composition (random batches of 80), and our RNNsearch at the same
      sizes with our default batching, all in fp32 as the peer; then the closest model with our batching under
-     bf16 autocast (`train.precision: bf16`), reported beside the fp32 figures, not instead of them, and only on
-     a CPU that multiplies bf16 in hardware (AVX512-BF16 or AMX: elsewhere oneDNN emulates it, many times slower
-     than fp32, which measures nothing worth knowing); each run in a fresh process;
+     bf16 autocast (`train.precision: bf16`), beside the fp32 figures, only on a GPU or a CPU that multiplies bf16
+     in hardware (AVX512-BF16 or AMX: elsewhere oneDNN emulates it, many times slower than fp32); on a GPU, both
+     fp32 runs with our batching again from CUDA graphs (the training stage's default there); each run in a
+     fresh process;
   3. the peer's fixed-length decodes (`greedy_fixed beam_fixed`: </s> blocked until N, every output N long, N the
      mean reference length with </s>);
   4. ours, the same decodes of the same 1000 test sentences, each in a fresh process.
@@ -27,7 +28,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import statistics
 import subprocess
 import tempfile
 import time
@@ -37,25 +37,20 @@ from pathlib import Path
 import torch
 
 from rnnsearch.bench.data import in_fresh_process, peak_rss_mb
-from rnnsearch.bench.speed import TRAIN_SIZES, gemm_peak_gflops, gemm_size, machine, synchronizer
+from rnnsearch.bench.peer_summary import (BF16_RUN, CLOSEST, GRAPH_RUNS, MODELS, TRAIN_RUNS, add_utilisation, best_gemm,
+                                          markdown, run_key, summarise)
+from rnnsearch.bench.speed import TRAIN_SIZES, gemm_peak_gflops, machine, synchronizer
 from rnnsearch.runtime import native_bf16_cpu
 from rnnsearch.textio import InputError, atomic_path, read_lines, write_json_atomic
 
 log = logging.getLogger("rnnsearch.bench.peer")
 
-# JoeyNMT's RNN decoder in our switches: GRU, additive attention queried with the new state, input feeding,
-# o_t = tanh(W[a_t; s_t]) before the output layer, no dropout (the peer benchmark's README lists the differences
-# from the paper's decoder). Bridge, reset-gate placement and biases differ in details that cost no FLOPs.
-CLOSEST = ("luong", {"cell": "gru", "attention": "additive", "dropout": 0.0})
-MODELS = {"closest": CLOSEST, "rnnsearch": ("rnnsearch", {})}
 SIZES = TRAIN_SIZES["bench"]  # embeddings 256, hidden 512, alignment 512, maxout 256, 8000 words per side
-# our training runs per round: (model, batching, precision); the decodes use the fp32 runs' weights
-TRAIN_RUNS = (("closest", "sorted", "fp32"), ("closest", "random", "fp32"), ("rnnsearch", "sorted", "fp32"))
-BF16_RUN = ("closest", "sorted", "bf16")  # where the CPU has native bf16 (runtime.native_bf16_cpu)
 
 
 def train_runs(device: str = "cpu") -> tuple:
-    return TRAIN_RUNS + ((BF16_RUN,) if device == "cuda" or native_bf16_cpu() else ())
+    return TRAIN_RUNS + ((BF16_RUN,) if device == "cuda" or native_bf16_cpu() else ()) + (
+        GRAPH_RUNS if device == "cuda" else ())
 
 
 def _shortlist_and_ids(path: str):
@@ -82,16 +77,18 @@ def fixed_length(test_tgt: str) -> int:
 
 
 def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates: int, warmup: int, threads: int,
-               seed: int, save: str, precision: str = "fp32", device: str = "cpu") -> dict:
+               seed: int, save: str, precision: str = "fp32", device: str = "cpu", graphs: bool = False) -> dict:
     """Train `name` for `updates` updates on data/train.{src,tgt} on `device`, the forward pass under bf16
-    autocast if `precision` is bf16 (as train.py does); time the updates after `warmup` (the device synchronised
-    at both ends); save the weights to `save` and the shortlists beside them (`save`.{src,tgt}.tsv) for
-    `decode_ours`."""
+    autocast if `precision` is bf16 (as train.py does), with `graphs` from CUDA graphs as train.py runs them
+    (training/graphs.py: padded shapes, a graph recorded at a shape's second minibatch); time the updates after
+    `warmup` (the device synchronised at both ends); save the weights to `save` and the shortlists beside them
+    (`save`.{src,tgt}.tsv) for `decode_ours`."""
     from rnnsearch.bench.flops import train_flops
     from rnnsearch.data.batching import PaperBatches
     from rnnsearch.data.binarized import TokenPairs
     from rnnsearch.runtime import keep_freed_memory
-    from rnnsearch.training.train import batch_nll, make_optimizer
+    from rnnsearch.training.graphs import UpdateGraphs, update
+    from rnnsearch.training.train import make_optimizer
 
     keep_freed_memory()
     torch.set_num_threads(threads)
@@ -105,17 +102,17 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     batches = iter(PaperBatches(TokenPairs.from_lists(S, T), 80, 20 if batching == "sorted" else 1, seed))
     counts = Counter()
     useful = executed = 0
+    graphed = UpdateGraphs(model, optimizer, precision == "bf16", 1.0) if graphs else None
     for step in range(updates):
         if step == warmup:
             sync()
-            start = time.perf_counter()
+            start, recorded = time.perf_counter(), len(graphed.graphs) if graphs else 0
         b = next(batches)
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss = batch_nll(model, b.to(device))
-        optimizer.zero_grad(set_to_none=True)
-        (loss / len(b.index)).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        if graphed is not None:
+            loss = graphed(b, 1e-3)[0]
+        else:
+            optimizer.zero_grad(set_to_none=True)
+            loss = update(model, optimizer, b.to(device), precision == "bf16")[0]
         if step >= warmup:
             ty = [len(T[i]) for i in b.index]
             counts.update(sentences=len(ty), target=sum(ty), source=b.source_words, target_positions=len(ty) * max(ty))
@@ -127,7 +124,9 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     torch.save(model.state_dict(), save)
     sv.save(f"{save}.{src}.tsv")
     tv.save(f"{save}.{tgt}.tsv")
-    return {"model": name, "batching": batching, "precision": precision, "updates": updates, "warmup_updates": warmup,
+    return {"model": name, "batching": batching, "precision": precision, "cuda_graphs": graphs,
+            **({"graphs_recorded": len(graphed.graphs), "graphs_recorded_while_timed": len(graphed.graphs) - recorded,
+                "shapes": len(graphed.seen)} if graphs else {}), "updates": updates, "warmup_updates": warmup,
             "timed_updates": updates - warmup, "timed_seconds": round(seconds, 2),
             "seconds_per_update": round(seconds / (updates - warmup), 3),
             "target_tokens_per_s": round(counts["target"] / seconds, 1),
@@ -221,12 +220,6 @@ def check_peer_device(script: str, device: str) -> None:
                          f"different devices (switch the peer's config: use_cuda: {device == 'cuda'})")
 
 
-def _median(xs):
-    """The median of the values that are there (None for none)."""
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
 def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str], updates: int, warmup: int,
                    rounds: int, decode: list[str], threads: int, seed: int, out: str, md: str, peer_log: str,
                    device: str = "cpu") -> dict:
@@ -252,12 +245,13 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
                     script, peer_python, dataset, "gemm train" if device == "cpu" else "train", updates, warmup,
                     threads, work, raw, peer_log)})
                 fixed = fixed_length(f"{data}/test.fr")
-                for name, batching, precision in train_runs(device):
+                for name, batching, precision, graphs in train_runs(device):
+                    key = run_key(name, batching, precision, graphs)
+                    weights = f"{tmp}/{dataset}_{name if key == name + '_sorted' else key}.pt"  # decoded: *_sorted
                     res = in_fresh_process(train_ours, name, data, "en", "fr", batching, updates, warmup, threads,
-                                           seed, f"{tmp}/{dataset}_{name}{'' if precision == 'fp32' else '_bf16'}.pt",
-                                           precision, device)
-                    log.info("%s ours %s %s %s: %.0f target tokens/s, %.0f executed positions/s", dataset, name,
-                             batching, precision, res["target_tokens_per_s"], res["executed_target_positions_per_s"])
+                                           seed, weights, precision, device, graphs)
+                    log.info("%s ours %s: %.0f target tokens/s, %.0f executed positions/s", dataset, key,
+                             res["target_tokens_per_s"], res["executed_target_positions_per_s"])
                     runs["ours_train"].append({"round": r + 1, **res})
                 phases = " ".join(f"{d}_fixed" for d in decode)
                 log.info("%s round %d/%d: JoeyNMT decoding (%s)", dataset, r + 1, rounds, phases)
@@ -279,103 +273,3 @@ def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str],
     with atomic_path(md) as tmp_md:
         Path(tmp_md).write_text(markdown(results), encoding="utf-8")
     return results
-
-
-def summarise(runs: dict, decode: list[str]) -> dict:
-    """Medians over rounds of each side's figures and the ratios ours/peer (the targets in docs/benchmarks.md)."""
-    peer_train = [p["train"] for p in runs["peer"]]
-    peer_tok = _median([p["trg_tok_per_s"] for p in peer_train])
-    peer_exec = _median([p["trg_tok_per_s"] / p["trg_padding_efficiency"] for p in peer_train])
-
-    def ours(name, batching, precision, key):
-        return _median([o[key] for o in runs["ours_train"]
-                        if (o["model"], o["batching"], o.get("precision", "fp32")) == (name, batching, precision)])
-
-    s = {"peer": {"target_tokens_per_s": peer_tok, "executed_target_positions_per_s": round(peer_exec, 1),
-                  "target_padding_efficiency": _median([p["trg_padding_efficiency"] for p in peer_train]),
-                  "gflop_per_target_token": _median([p["gflop_per_trg_tok_useful"] for p in peer_train]),
-                  "gflops_useful": _median([p["achieved_gflops_useful"] for p in peer_train]),
-                  "peak_rss_mb": _median([p["process_peak_rss_mb"] for p in peer_train])}}
-    for name, batching, precision in (*TRAIN_RUNS, BF16_RUN):
-        if ours(name, batching, precision, "target_tokens_per_s") is None:
-            continue
-        s[f"{name}_{batching}" + ("_bf16" if precision == "bf16" else "")] = {"precision": precision, **{
-            k: ours(name, batching, precision, k) for k in (
-                "target_tokens_per_s", "executed_target_positions_per_s", "target_padding_efficiency",
-                "gflop_per_target_token", "gflops_useful", "peak_rss_mb")}}
-    ratios = {"train_target_tokens_per_s (closest, our batching)": s["closest_sorted"]["target_tokens_per_s"] / peer_tok,
-              "train_executed_positions_per_s (closest, peer's random batches)":
-                  s["closest_random"]["executed_target_positions_per_s"] / peer_exec,
-              "train_target_tokens_per_s (rnnsearch, our batching)": s["rnnsearch_sorted"]["target_tokens_per_s"] / peer_tok}
-    if "closest_sorted_bf16" in s:  # beside the fp32 targets, not one of them: the peer trains in fp32
-        ratios["train_target_tokens_per_s (closest, our batching, bf16 autocast)"] = (
-            s["closest_sorted_bf16"]["target_tokens_per_s"] / peer_tok)
-    for d in decode:
-        peer_rate = _median([p[f"decode_{d}_fixed"]["sent_per_s"] for p in runs["peer"]])
-        s["peer"][f"{d}_fixed_sentences_per_s"] = peer_rate
-        s["peer"][f"{d}_fixed_peak_rss_mb"] = _median([p[f"decode_{d}_fixed"]["process_peak_rss_mb"] for p in runs["peer"]])
-        for name in MODELS:
-            rate = _median([o["sentences_per_s"] for o in runs["ours_decode"] if o["model"] == name and o["search"] == d])
-            s.setdefault(f"{name}_decode", {})[f"{d}_fixed_sentences_per_s"] = rate
-            s[f"{name}_decode"][f"{d}_fixed_peak_rss_mb"] = _median(
-                [o["peak_rss_mb"] for o in runs["ours_decode"] if o["model"] == name and o["search"] == d])
-            ratios[f"{d}_fixed_sentences_per_s ({name})"] = rate / peer_rate
-    s["ratios_ours_over_peer"] = {k: round(v, 2) for k, v in ratios.items()}
-    return s
-
-
-def best_gemm(results: dict) -> float:
-    values = []
-    for ds in results["datasets"].values():
-        for p in ds["peer"]:
-            values += [p.get("gemm", {}).get("peak_2048x2048x2048_gflops")]
-        for o in ds["ours_train"]:
-            values += o["gemm_peak_gflops"]
-    return max(v for v in values if v)
-
-
-def add_utilisation(ds: dict, gemm: float) -> None:
-    s = ds["summary"]
-    for key, row in s.items():
-        if isinstance(row, dict) and "gflops_useful" in row and row.get("precision", "fp32") == "fp32":
-            row["utilisation"] = round(row["gflops_useful"] / gemm, 3)  # of the fp32 peak: fp32 runs only
-
-
-def markdown(results: dict) -> str:
-    m = results["machine"]
-    lines = [f"# Side by side with {results['peer']}", "",
-             f"Machine: {m['processor']}, {m['cpus']} CPUs, torch {m['torch']}, {results['threads']} threads"
-             f"{', both systems on ' + results['gpu'] + ' (CUDA ' + results['cuda'] + ')' if 'gpu' in results else ''}. "
-             f"{results['rounds']} rounds (A, B, A, B), medians shown; {results['updates']} updates of 80 sentences "
-             f"per training run, the first {results['warmup_updates']} untimed. "
-             f"Best {gemm_size(results.get('device', 'cpu'))}³ fp32 GEMM in the run: "
-             f"{results['gemm_peak_gflops']} GFLOP/s. closest = our `{results['closest']['arch']}` preset with "
-             f"{', '.join(f'{k}: {v}' for k, v in results['closest'].items() if k != 'arch')}. bf16 autocast: "
-             f"{results.get('bf16', 'measured')}.", ""]
-    for name, ds in results["datasets"].items():
-        s = ds["summary"]
-        lines += [f"## {name} (fixed decoding length {ds['fixed_length']})", "",
-                  "| training | target tok/s | executed positions/s | padding efficiency | GFLOP per target tok | "
-                  "utilisation | peak RSS MB |", "|---|---|---|---|---|---|---|"]
-        for key, label in (("peer", "JoeyNMT (random batches)"), ("closest_sorted", "ours, closest, our batching"),
-                           ("closest_random", "ours, closest, peer's random batches"),
-                           ("rnnsearch_sorted", "ours, RNNsearch, our batching"),
-                           ("closest_sorted_bf16", "ours, closest, our batching, bf16 autocast")):
-            if key in s:
-                r = s[key]
-                use = f"{r['utilisation']:.1%}" if "utilisation" in r else "n/a (bf16)"
-                lines.append(f"| {label} | {r['target_tokens_per_s']:.0f} | {r['executed_target_positions_per_s']:.0f} | "
-                             f"{r['target_padding_efficiency']:.3f} | {r['gflop_per_target_token']:.4f} | "
-                             f"{use} | {r['peak_rss_mb']:.0f} |")
-        lines += ["", "| fixed-length decoding, sentences/s (peak RSS MB) | " +
-                  " | ".join(k.replace("_fixed_sentences_per_s", "") for k in s["peer"] if k.endswith("_sentences_per_s")) + " |",
-                  "|---|" + "---|" * sum(k.endswith("_sentences_per_s") for k in s["peer"])]
-        for key, label in (("peer", "JoeyNMT"), ("closest_decode", "ours, closest"), ("rnnsearch_decode", "ours, RNNsearch")):
-            r = s[key]
-            lines.append(f"| {label} | " + " | ".join(
-                f"{r[k]:.1f} ({r[k.replace('sentences_per_s', 'peak_rss_mb')]:.0f})"
-                for k in r if k.endswith("_sentences_per_s")) + " |")
-        lines += ["", "| ratio ours / JoeyNMT | |", "|---|---|"]
-        lines += [f"| {k} | {v:.2f}× |" for k, v in s["ratios_ours_over_peer"].items()]
-        lines.append("")
-    return "\n".join(lines)

@@ -118,7 +118,7 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     GEMM rate (operands of `gemm_size`) at the same precision measured in the same process just before and just
     after. `precision`: fp32; tf32 (CUDA: float32 products on TF32 tensor cores); bf16 (the forward pass under bf16 autocast, the
     backward outside it, as `train.precision: bf16` trains). `graph` (CUDA): the update captured in a CUDA graph
-    and replayed (bench/graphs.py), its parameters after one replay compared with the eager update's. Run one
+    and replayed (training/graphs.py), its parameters after one replay compared with the eager update's. Run one
     configuration per process: peak RSS is the process's.
     """
     from rnnsearch.bench.flops import train_flops
@@ -130,9 +130,9 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     warmup, what, bf16 = 2, f"{arch} {size} {precision}{' graph' if graph else ''}", precision == "bf16"
     graphed = {}
     if graph:
-        from rnnsearch.bench.graphs import GraphedUpdate, difference_from_eager
+        from rnnsearch.bench.graphs import difference_from_eager, graphed_update
 
-        replay = GraphedUpdate(model, optimizer, b, bf16)
+        replay = graphed_update(model, optimizer, b, bf16)
         graphed = difference_from_eager(replay)
         log.info("%s: one replay against the eager update: %s", what, ", ".join(f"{k} {v:.3g}" for k, v in
                                                                                    graphed.items()))
@@ -180,6 +180,7 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
     from rnnsearch.data.batching import make_batch
     from rnnsearch.model import build_model
     from rnnsearch.runtime import keep_freed_memory, resolve_device
+    from rnnsearch.training.graphs import unavailable
     from rnnsearch.training.train import make_optimizer
 
     if precision not in PRECISIONS:
@@ -192,8 +193,9 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
     sizes = TRAIN_SIZES[size]
     K = sizes["vocab"] + 3  # the shortlist plus <pad>, </s>, [UNK]
     model = build_model({"arch": arch, **sizes}, K, K).to(device).train()
-    if capturable and device.type != "cuda":
-        raise InputError("--graph: a CUDA graph needs a CUDA device; this run is on the CPU")
+    reason = unavailable(model, device) if capturable else None
+    if reason:
+        raise InputError(f"--graph: {reason}")
     optimizer = make_optimizer(model.parameters(), "adadelta", lr=1.0, rho=0.95, eps=1e-6, capturable=capturable)
     g = torch.Generator().manual_seed(seed)
     sents = [torch.randint(3, K, (length,), generator=g).tolist() + [1] for _ in range(2 * batch)]
@@ -203,7 +205,7 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
 def _timed_updates(model, optimizer, b, warmup: int, steps: int, what: str, bf16: bool = False) -> list[float]:
     """Seconds of each of `steps` updates on batch `b` after `warmup` untimed ones (App. B.2's update: forward,
     backward, clipping at 1, optimizer step); with `bf16`, the forward pass under bf16 autocast."""
-    from rnnsearch.bench.graphs import update
+    from rnnsearch.training.graphs import update
 
     def one():
         optimizer.zero_grad(set_to_none=True)

@@ -40,6 +40,9 @@ class Encoder(nn.Module):
         # cuDNN's recurrence (the packed nn.GRU) on a GPU, where the loop's ~25 kernel launches per word cost more
         # than its work (docs/benchmarks.md); True or False chooses one everywhere. An LSTM: the packed nn.LSTM.
         self.fused: bool | None = None if cell == "gru" else False
+        # True (the training's CUDA graphs, training/graphs.py): the GRU's own recurrence runs every row for all Tx
+        # steps, its kernels set by the batch's shape alone, no source length read on the host
+        self.every_row = False
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor):
         Ex = self.E(x)  # (B, Tx, m)
@@ -47,7 +50,7 @@ class Encoder(nn.Module):
         if fused:
             # the lengths on x's device counted there (no copy from the host, which a CUDA graph cannot hold)
             real = lengths if lengths.device == x.device else (x != self.E.padding_idx).sum(1)
-            h, final = encoder_gru(Ex, lengths, self.rnn._flat_weights, real)
+            h, final = encoder_gru(Ex, None if self.every_row else lengths, self.rnn._flat_weights, real)
             return h, final, None
         packed = pack_padded_sequence(Ex, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, last = self.rnn(packed)  # last: h_n (dirs, B, n), or (h_n, c_n) for an LSTM

@@ -324,7 +324,7 @@ class _EncoderGRU(torch.autograd.Function):
         return dXI, dW_h, dG.sum((1, 2)), None, None, None
 
 
-def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor, w: list[torch.Tensor],
+def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor | None, w: list[torch.Tensor],
                 real_lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The states of a one-layer nn.GRU over Ex (B, Tx, m), from its weights `w` (its `_flat_weights`: w_ih, w_hh,
     b_ih, b_hh per direction): annotations (B, Tx, dirs·n), zero at padding, and each direction's final state
@@ -332,13 +332,18 @@ def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor, w: list[torch.Tensor],
 
     `lengths` (B,) may stay on the CPU, as a Batch carries them: the steps and the rows active at each are read
     from there, and `real_lengths`, the same lengths on Ex's device, order the rows there. No value goes from the
-    GPU to the host, so an update can be captured in a CUDA graph (without `real_lengths`, lengths are copied)."""
+    GPU to the host, so an update can be captured in a CUDA graph (without `real_lengths`, lengths are copied).
+    `lengths` None (`real_lengths` given): every row runs all Tx steps, its states past the sentence's end masked
+    out of h; the same results, from kernels set by the batch's shape alone (the training's CUDA graphs)."""
     B, Tx, _ = Ex.shape
     D, n = len(w) // 4, w[1].size(1)
-    host = sorted(lengths.tolist())  # ascending; free for a CPU tensor
-    T = host[-1]  # the longest sentence
-    active = [B - bisect.bisect_right(host, t) for t in range(T)]  # rows inside their sentence at step t
-    real_lengths = lengths.to(Ex.device) if real_lengths is None else real_lengths
+    if lengths is None:
+        T, active = Tx, [B] * Tx
+    else:
+        host = sorted(lengths.tolist())  # ascending; free for a CPU tensor
+        T = host[-1]  # the longest sentence
+        active = [B - bisect.bisect_right(host, t) for t in range(T)]  # rows inside their sentence at step t
+        real_lengths = lengths.to(Ex.device) if real_lengths is None else real_lengths
     order = torch.argsort(real_lengths, descending=True, stable=True)  # longest first: the active rows, a prefix
     inverse = torch.argsort(order)
     sorted_len = real_lengths[order]
@@ -352,7 +357,10 @@ def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor, w: list[torch.Tensor],
     b_h = torch.stack([w[4 * d + 3] for d in range(D)])  # (D, 3n)
     OUT, H = _apply(_EncoderGRU, XI.view(D, B, T, 3 * n), W_h, b_h, active, sorted_len - 1)  # (D, B, T, n), (D, B, n)
     outputs = [OUT[0]] if D == 1 else [OUT[0], OUT[1].gather(1, rev.expand(-1, -1, n))]
-    h = torch.cat(outputs, dim=2).index_select(0, inverse)  # (B, T, dirs·n)
+    h = torch.cat(outputs, dim=2)  # (B, T, dirs·n), rows longest first
+    if lengths is None:  # every row ran all Tx steps: zero past each sentence's end
+        h = h * real.unsqueeze(2).to(h.dtype)
+    h = h.index_select(0, inverse)
     if T < Tx:
         h = torch.cat([h, h.new_zeros(B, Tx - T, h.size(2))], dim=1)
     return h, torch.cat(H.unbind(0), dim=1).index_select(0, inverse)

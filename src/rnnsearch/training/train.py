@@ -21,18 +21,19 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from torch.nn import functional as F
 
 from rnnsearch.checkpoint import load_checkpoint, save_checkpoint
-from rnnsearch.data.batching import Batch, PaperBatches, sequential_batches
+from rnnsearch.data.batching import Batch, PaperBatches
 from rnnsearch.data.binarized import training_pairs
-from rnnsearch.data.vocab import PAD_ID, Vocab
+from rnnsearch.data.vocab import Vocab
 from rnnsearch.distributed import World, detect, process_device, process_group
 from rnnsearch.model import build_model
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
 from rnnsearch.settings import TrainConfig, last_full_lr_update
 from rnnsearch.textio import InputError, Interrupted, read_parallel, write_json_atomic
+from rnnsearch.training.graphs import UpdateGraphs, graphs_wanted
 from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
+from rnnsearch.training.scoring import batch_nll, validate  # noqa: F401 (batch_nll: imported from here too)
 from rnnsearch.training.state import TrainState, best_path, keep_last, link, prune_best, start_or_resume
 
 log = logging.getLogger("rnnsearch.train")
@@ -55,25 +56,6 @@ def seed_everything(seed: int) -> None:
 
 def encode_corpus(src_lines: list[str], tgt_lines: list[str], src_vocab: Vocab, tgt_vocab: Vocab):
     return ([src_vocab.encode(s.split()) for s in src_lines], [tgt_vocab.encode(t.split()) for t in tgt_lines])
-
-
-def batch_nll(model, batch: Batch) -> torch.Tensor:
-    """Summed negative log-likelihood of the batch's target words (</s> included)."""
-    logits = model(batch.x, batch.lengths, batch.y_in)  # (B, Ty, K)
-    return F.cross_entropy(logits.flatten(0, 1), batch.y_out.flatten(), ignore_index=PAD_ID, reduction="sum")
-
-
-@torch.no_grad()
-def evaluate_nll(model, src: list[list[int]], tgt: list[list[int]], device, batch_size: int = 80) -> dict:
-    """Dev NLL per sentence (the paper's Table 2 unit: summed over words, averaged over sentences) and per word."""
-    model.eval()
-    total, words = 0.0, 0
-    for batch in sequential_batches(src, tgt, batch_size):
-        batch = batch.to(device)
-        total += float(batch_nll(model, batch))
-        words += batch.target_words
-    model.train()
-    return {"nll_per_sentence": total / len(src), "nll_per_word": total / max(words, 1)}
 
 
 def learning_rate(cfg: TrainConfig, update: int) -> float:
@@ -104,24 +86,6 @@ def _stop_on_signals():
     finally:
         for sig, h in previous.items():
             signal.signal(sig, h)
-
-
-@torch.no_grad()
-def validate(model, dev_src: list[list[int]], dev_tgt: list[list[int]], dev_src_lines: list[str],
-             dev_ref_lines: list[str], tgt_vocab: Vocab, beam: int, device, samples: int = 3) -> dict:
-    """Dev NLL per sentence and per word, tokenized dev BLEU of greedy (beam 1) or beam decoding, and a few
-    sample translations (source, reference, output) for the log."""
-    from rnnsearch.decoding.search import translate_ids
-    from rnnsearch.evaluation.score import tokenized_bleu
-
-    nll = evaluate_nll(model, dev_src, dev_tgt, device)
-    model.eval()
-    hyps = translate_ids(model, dev_src, beam=beam, batch_size=80, max_len_a=1.5, max_len_b=10, device=device)
-    model.train()
-    out = [" ".join(tgt_vocab.decode(h.tokens)) for h in hyps]
-    picks = [round(k * (len(out) - 1) / max(samples - 1, 1)) for k in range(min(samples, len(out)))]
-    return {**nll, "bleu": tokenized_bleu(out, dev_ref_lines).score,
-            "samples": [(dev_src_lines[i], dev_ref_lines[i], out[i]) for i in picks]}
 
 
 def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src_train: str, tgt_train: str,
@@ -176,6 +140,7 @@ class Training:
                        **({"text": text} if text else {})}  # the training text's languages, Unicode, punctuation
         dtype = torch.float64 if train_cfg.precision == "fp64" else torch.float32
         self.model = build_model(model_cfg, len(src_vocab), len(tgt_vocab)).to(device, dtype)
+        graphed = graphs_wanted(train_cfg.cuda_graphs, self.model, device, world.size)  # true where impossible: error
         self.net = self.model if world.size == 1 else torch.nn.parallel.DistributedDataParallel(self.model)
         self.optimizer = make_optimizer(self.model.parameters(), train_cfg.optimizer, train_cfg.lr, train_cfg.rho,
                                         train_cfg.eps)
@@ -184,14 +149,15 @@ class Training:
         resumed = start_or_resume(out, self.config, self.model, self.optimizer, self.batches, device, vocabs,
                                   owner=world.leader, read_by_all=world.barrier)
         self.state = resumed or TrainState()
+        self.graphs = UpdateGraphs(self.model, self.optimizer, self.bf16, train_cfg.clip_norm) if graphed else None
         self.run = {"start": self.state.update, "end": self.state.update, "ended_by": None,
                     "slurm_job": os.environ.get("SLURM_JOB_ID"), "host": platform.node(), "processes": world.size}
         self.state.runs.append(self.run)
         self.commit = git_commit()
         log.info("%s: %s", name, ", ".join(f"{k} {v}" for k, v in self.model.cfg.items()))
-        log.info("%s: %s parameters, %d training pairs, %d dev pairs, device %s%s, git %s", name,
+        log.info("%s: %s parameters, %d training pairs, %d dev pairs, device %s%s%s, git %s", name,
                  f"{self.model.num_parameters():,}", len(self.pairs), len(self.dev_src), device,
-                 " (bf16 autocast)" if self.bf16 else "", self.commit)
+                 " (bf16 autocast)" if self.bf16 else "", ", updates from CUDA graphs" if graphed else "", self.commit)
         self.live = live(out / "dvclive", resume=resumed is not None) if world.leader else None
         self.seconds_before, self.start = self.state.seconds, time.perf_counter()
 
@@ -219,13 +185,15 @@ class Training:
                         progress=self.state.to_dict(), rng=torch.get_rng_state(), git=self.commit,
                         cuda_rng=cuda_rng, vocab=vocab)
 
-    def step(self, batch: Batch, stop: dict) -> int:
+    def update(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, float]:
         """One update (App. B.2): the mean over sentences of the summed word NLL, its gradient's L2 norm
-        rescaled to at most clip_norm, one optimizer step; the loss and words go into the log window.
+        rescaled to at most clip_norm, one optimizer step; eagerly or from a CUDA graph (training/graphs.py).
 
         Data-parallel, each process takes its share of `batch` and scales its loss by N / B: DDP averages the N
         gradients, giving the gradient of the whole minibatch's mean loss on every process, whose norm is the
-        global norm. Returns the signal that stops the training after this update (0: none), agreed by all."""
+        global norm. Returns the share's summed NLL, the gradient norm before clipping and the share's weight."""
+        if self.graphs is not None:
+            return (*self.graphs(batch, learning_rate(self.cfg, self.state.update + 1)), 1.0)
         world, rows = self.world, batch.x.size(0)
         part, weight = batch.share(world.rank, world.size) if world.size > 1 else (batch, 1.0)
         part = part.to(self.device)
@@ -237,10 +205,16 @@ class Training:
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.cfg, self.state.update + 1)
         self.optimizer.step()
-        state = self.state
+        return loss.detach(), norm, weight
+
+    def step(self, batch: Batch, stop: dict) -> int:
+        """One update; its loss and words go into the log window, and a diverged loss or gradient stops the
+        training. Returns the signal that stops the training after this update (0: none), agreed by all."""
+        loss, norm, weight = self.update(batch)
+        state, world = self.state, self.world
         state.update += 1
         if world.size == 1:
-            loss_value, norm_value = torch.stack([loss.detach().float(), norm.float()]).tolist()  # one device sync
+            loss_value, norm_value = torch.stack([loss.float(), norm.float()]).tolist()  # one device sync
             signal_ = stop.get("signal", 0)
         else:  # one collective: the minibatch's loss, and a signal any process received
             loss_value, signal_ = world.agree(loss * weight, stop.get("signal", 0))

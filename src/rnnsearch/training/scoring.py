@@ -1,0 +1,47 @@
+"""The training's loss (the summed NLL of a minibatch) and its dev-set scores: NLL per sentence and per word,
+BLEU of greedy or beam decoding."""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from rnnsearch.data.batching import Batch, sequential_batches
+from rnnsearch.data.vocab import PAD_ID, Vocab
+
+
+def batch_nll(model, batch: Batch) -> torch.Tensor:
+    """Summed negative log-likelihood of the batch's target words (</s> included)."""
+    logits = model(batch.x, batch.lengths, batch.y_in)  # (B, Ty, K)
+    return F.cross_entropy(logits.flatten(0, 1), batch.y_out.flatten(), ignore_index=PAD_ID, reduction="sum")
+
+
+@torch.no_grad()
+def evaluate_nll(model, src: list[list[int]], tgt: list[list[int]], device, batch_size: int = 80) -> dict:
+    """Dev NLL per sentence (the paper's Table 2 unit: summed over words, averaged over sentences) and per word."""
+    model.eval()
+    total, words = 0.0, 0
+    for batch in sequential_batches(src, tgt, batch_size):
+        batch = batch.to(device)
+        total += float(batch_nll(model, batch))
+        words += batch.target_words
+    model.train()
+    return {"nll_per_sentence": total / len(src), "nll_per_word": total / max(words, 1)}
+
+
+@torch.no_grad()
+def validate(model, dev_src: list[list[int]], dev_tgt: list[list[int]], dev_src_lines: list[str],
+             dev_ref_lines: list[str], tgt_vocab: Vocab, beam: int, device, samples: int = 3) -> dict:
+    """Dev NLL per sentence and per word, tokenized dev BLEU of greedy (beam 1) or beam decoding, and a few
+    sample translations (source, reference, output) for the log."""
+    from rnnsearch.decoding.search import translate_ids
+    from rnnsearch.evaluation.score import tokenized_bleu
+
+    nll = evaluate_nll(model, dev_src, dev_tgt, device)
+    model.eval()
+    hyps = translate_ids(model, dev_src, beam=beam, batch_size=80, max_len_a=1.5, max_len_b=10, device=device)
+    model.train()
+    out = [" ".join(tgt_vocab.decode(h.tokens)) for h in hyps]
+    picks = [round(k * (len(out) - 1) / max(samples - 1, 1)) for k in range(min(samples, len(out)))]
+    return {**nll, "bleu": tokenized_bleu(out, dev_ref_lines).score,
+            "samples": [(dev_src_lines[i], dev_ref_lines[i], out[i]) for i in picks]}
