@@ -28,10 +28,11 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     update budget is reached. A job killed just after it finished (while Snakemake wraps up) is completed by the
     next one without training. The data stages are the tiny DAG's, already built."""
     # the two tasks' training runs at 0.3 to 0.41 times tiny_updates_per_second (2 cores of a Xeon: 54 updates/s in
-    # Slurm against 132 measured, idle; 19 to 24 against 56 to 80 in full test runs): a budget of 120 to 160 s of
-    # training at 0.27 × 180 s, two or three jobs of Slurm's 1-minute limit whatever this machine's speed (a fixed
-    # 1,500 updates took one job on a fast machine)
-    updates = min(max(int(0.27 * 180 * tiny_updates_per_second()), 1500), 15000)
+    # Slurm against 132 measured, idle; 19 to 24 against 56 to 80 in full test runs): a budget of 80 to 110 s of
+    # training at 0.18 × 180 s, two jobs of Slurm's 1-minute limit (each trains for about 45 s of it), three where
+    # the other tests slow it most, whatever this machine's speed (a fixed 1,500 updates took one job on a fast
+    # machine; 0.27 × 180 s took 181 to 399 s of the full test run, three or four jobs)
+    updates = min(max(int(0.18 * 180 * tiny_updates_per_second()), 1000), 15000)
     ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("timelimit"), {
         "cluster": {"train": {"runtime": 1, "attempts": 8}},  # no GPU: the node's one GPU is not one per task
         "models": {"rnnsearch-50": {"max_updates": updates}},

@@ -30,7 +30,7 @@ from rnnsearch.data.vocab import PAD_ID
 from rnnsearch.textio import InputError
 from rnnsearch.training.scoring import batch_nll
 
-LENGTH_STEP = 4  # padded lengths: multiples of 4 words (a quarter of the shapes of 1-word steps, 1.5 words' padding)
+LENGTH_STEP = 4  # (Tx, Ty) in multiples of 4 words: 1/16 of the shapes of exact lengths, 1.5 words of padding a side
 
 
 def update(model, optimizer, b: Batch, bf16: bool, clip_norm: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
