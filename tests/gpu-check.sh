@@ -63,8 +63,9 @@ train rnnsearch bf16 80 graph
 step pytest 240 python3 -m pytest -o addopts="" -m cuda -p no:cacheprovider -q -rs --durations=15 tests
 if [ -n "${PEER_DIR:-}" ] && [ -n "${RAW_DATA:-}" ]; then
     # 800 updates, 400 untimed: our graphed runs record a graph at each padded shape's second minibatch, about
-    # half of Multi30k's 23 in the first 400 updates, as in a training's first minutes
-    step peer 420 python3 -m rnnsearch.cli bench-peer --peer-script "$PEER_DIR/peer_joeynmt.sh" \
+    # half of Multi30k's 23 in the first 400 updates, as in a training's first minutes (on an H200: JoeyNMT's
+    # training 137 s with its start, ours 20 to 60 s a run; the whole step about 7 minutes)
+    step peer 540 python3 -m rnnsearch.cli bench-peer --peer-script "$PEER_DIR/peer_joeynmt.sh" \
         --peer-python "${PEER_PYTHON:-python3}" --raw "$RAW_DATA" --datasets multi30k --updates 800 --warmup 400 \
         --rounds 1 --threads 4 --device cuda --out "$out/peer.json" --md "$out/peer.md" --peer-log "$out/peer_joeynmt.log"
 else
