@@ -27,12 +27,13 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     tasks, checkpoint, exit; Snakemake resubmits it (`cluster.train.attempts`) and the new job resumes, until the
     update budget is reached. A job killed just after it finished (while Snakemake wraps up) is completed by the
     next one without training. The data stages are the tiny DAG's, already built."""
-    # the two tasks' training runs at 0.3 to 0.41 times tiny_updates_per_second (2 cores of a Xeon: 54 updates/s in
-    # Slurm against 132 measured, idle; 19 to 24 against 56 to 80 in full test runs): a budget of 80 to 110 s of
-    # training at 0.18 × 180 s, two jobs of Slurm's 1-minute limit (each trains for about 45 s of it), three where
-    # the other tests slow it most, whatever this machine's speed (a fixed 1,500 updates took one job on a fast
-    # machine; 0.27 × 180 s took 181 to 399 s of the full test run, three or four jobs)
-    updates = min(max(int(0.18 * 180 * tiny_updates_per_second()), 1000), 15000)
+    # the two tasks' training runs at 0.28 to 0.41 times tiny_updates_per_second (2 cores of a Xeon: 54 updates/s in
+    # Slurm against 132 measured, idle; 16 to 24 against 56 to 80 in full test runs): a budget of 60 to 90 s of
+    # training at 0.14 × 180 s: the first job (Slurm's 1-minute limit) trains for about 50 s and is stopped, the
+    # second trains the rest and has the time to validate and write the model within its own minute, whatever this
+    # machine's speed (a fixed 1,500 updates took one job on a fast machine; 0.18 × 180 s, 107 to 121 s of
+    # training, left the second job too little time to finish: a third completed it, 311 s in all)
+    updates = min(max(int(0.14 * 180 * tiny_updates_per_second()), 800), 15000)
     ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("timelimit"), {
         "cluster": {"train": {"runtime": 1, "attempts": 8}},  # no GPU: the node's one GPU is not one per task
         "models": {"rnnsearch-50": {"max_updates": updates}},
@@ -46,6 +47,7 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     runs = stats["runs"]  # the training's own record of the jobs that worked on it
     assert stats["updates"] == updates and len(runs) >= 2, runs
     assert runs[0]["start"] == 0 and runs[-1]["end"] == updates and runs[-1]["ended_by"] == "update budget"
+    assert runs[0]["ended_by"] == "signal 15" and runs[0]["end"] < updates, runs  # stopped inside its training
     assert [r["processes"] for r in runs] == [2] * len(runs), runs
     for before, after in zip(runs, runs[1:]):
         # a job killed after it had finished (while Snakemake wrapped up) is completed by the next without training
