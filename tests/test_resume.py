@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -122,6 +123,8 @@ def test_a_training_interrupted_on_cuda_resumes_to_the_uninterrupted_parameters(
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     ref, out = tmp_path / "uninterrupted", tmp_path / "killed"
     subprocess.run(train_cmd(data, ref, tmp_path / "params.yaml"), check=True, capture_output=True)
+    graphed = re.search(r"updates replayed from (\d+) CUDA graphs", (ref / "train.log").read_text())
+    assert bool(graphed and int(graphed[1]) > 0) == (graphs == "auto")  # auto: graphs on a GPU
     assert interrupt(data, out, signal.SIGTERM, tmp_path / "params.yaml") == EXIT_INTERRUPTED
     stopped_at = torch.load(out / "checkpoint.pt", weights_only=True)["update"]
     subprocess.run(train_cmd(data, out, tmp_path / "params.yaml"), check=True, capture_output=True)

@@ -355,6 +355,9 @@ class Training:
         log.info("%s done: %d updates in %s; model.pt is update %d: dev BLEU %.2f, NLL/sent %.2f (%.3f per word)",
                  self.name, state.update, hms(seconds), stats["selected_update"], stats["dev_bleu"],
                  stats["dev_nll"], stats["dev_nll_per_word"])
+        if self.graphs is not None:
+            log.info("%s: updates replayed from %d CUDA graphs (%d padded minibatch shapes seen in this run)",
+                     self.name, len(self.graphs.graphs), len(self.graphs.seen))
         return stats
 
     def stats(self, seconds: float, early_stopped: bool) -> dict:
