@@ -76,6 +76,22 @@ def fixed_length(test_tgt: str) -> int:
     return int(sum(lengths) / len(lengths) + 0.5)
 
 
+def _updater(model, optimizer, device: str, bf16: bool, graphs: bool):
+    """The peer config's update (Adam 1e-3 as built, clipping at 1) of a minibatch on the CPU, eagerly or from CUDA
+    graphs (their UpdateGraphs, or None), as a function returning the summed NLL."""
+    from rnnsearch.training.graphs import UpdateGraphs, update
+
+    if graphs:
+        graphed = UpdateGraphs(model, optimizer, bf16, 1.0)
+        return graphed, lambda b: graphed(b, 1e-3)[0]
+
+    def eager(b):
+        optimizer.zero_grad(set_to_none=True)
+        return update(model, optimizer, b.to(device), bf16)[0]
+
+    return None, eager
+
+
 def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates: int, warmup: int, threads: int,
                seed: int, save: str, precision: str = "fp32", device: str = "cpu", graphs: bool = False) -> dict:
     """Train `name` for `updates` updates on data/train.{src,tgt} on `device`, the forward pass under bf16
@@ -87,7 +103,6 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     from rnnsearch.data.batching import PaperBatches
     from rnnsearch.data.binarized import TokenPairs
     from rnnsearch.runtime import keep_freed_memory
-    from rnnsearch.training.graphs import UpdateGraphs, update
     from rnnsearch.training.train import make_optimizer
 
     keep_freed_memory()
@@ -102,17 +117,13 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     batches = iter(PaperBatches(TokenPairs.from_lists(S, T), 80, 20 if batching == "sorted" else 1, seed))
     counts = Counter()
     useful = executed = 0
-    graphed = UpdateGraphs(model, optimizer, precision == "bf16", 1.0) if graphs else None
+    graphed, one_update = _updater(model, optimizer, device, precision == "bf16", graphs)
     for step in range(updates):
         if step == warmup:
             sync()
             start, recorded = time.perf_counter(), len(graphed.graphs) if graphs else 0
         b = next(batches)
-        if graphed is not None:
-            loss = graphed(b, 1e-3)[0]
-        else:
-            optimizer.zero_grad(set_to_none=True)
-            loss = update(model, optimizer, b.to(device), precision == "bf16")[0]
+        loss = one_update(b)
         if step >= warmup:
             ty = [len(T[i]) for i in b.index]
             counts.update(sentences=len(ty), target=sum(ty), source=b.source_words, target_positions=len(ty) * max(ty))
