@@ -109,24 +109,31 @@ def run(args: list, cwd: Path, check: bool = True, **kw) -> subprocess.Completed
     return p
 
 
-@pytest.fixture(scope="session")
-def tiny_dag(tmp_path_factory) -> Path:
-    """The whole DAG, `snakemake --cores 2` in a copy of the repository with the tiny config and two replicates of
-    each model, built once per test run (by the first pytest-xdist worker that asks; the other waits for it).
-    Tests only read it; a test that changes or extends it works in `dag_copy(tiny_dag, ...)`."""
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder `name`, made by `build(folder)` once per test run: by the first pytest-xdist worker that asks
+    (the others wait for it, then share it) or by the one process. Tests only read it."""
     from filelock import FileLock
 
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent  # the run's folder, above each worker's own
-    ws, done = shared / "tiny_dag", shared / "tiny_dag.built"
-    with FileLock(str(shared / "tiny_dag.lock")):
+    folder, done = shared / name, shared / f"{name}.built"
+    with FileLock(str(shared / f"{name}.lock")):
         if not done.exists():
-            shutil.rmtree(ws, ignore_errors=True)
-            ws.mkdir()
-            run(["snakemake", "--cores", "2"], repo_copy(ws, {"replicates": 2}))
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
             done.touch()
-    return ws
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_dag(tmp_path_factory) -> Path:
+    """The whole DAG, `snakemake --cores 2` in a copy of the repository with the tiny config and two replicates of
+    each model, built once per test run. Tests only read it; a test that changes or extends it works in
+    `dag_copy(tiny_dag, ...)`."""
+    return built_once(tmp_path_factory, "tiny_dag",
+                      lambda ws: run(["snakemake", "--cores", "2"], repo_copy(ws, {"replicates": 2})))
 
 
 def dag_copy(dag: Path, dest: Path, overrides: dict | None = None) -> Path:

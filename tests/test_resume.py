@@ -28,14 +28,19 @@ from rnnsearch.textio import EXIT_INTERRUPTED, InputError, atomic_path
 from rnnsearch.training.state import RESUME_KEYS, resume_mismatch
 from rnnsearch.training.train import learning_rate, make_optimizer, run_train
 
-from .conftest import REPO
+from .conftest import REPO, built_once
 
 UPDATES = 150
 
 
-@pytest.fixture(scope="session")  # shared with test_failures and test_user_text
+@pytest.fixture(scope="session")  # shared with test_failures, test_flags and test_user_text
 def data(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("resume")
+    """A tokenized synthetic corpus, its vocabularies and binarized training set, and params.yaml for a training
+    of UPDATES updates; made once per test run (conftest.built_once)."""
+    return built_once(tmp_path_factory, "resume", _make_data)
+
+
+def _make_data(d: Path) -> None:
     synthetic.write_corpus(synthetic.generate(3, 1200, 30, 10, 60, 20, 20, 20, 25), d / "raw")
     for split in ("train", "dev"):
         for lang in ("en", "fr"):
@@ -46,7 +51,6 @@ def data(tmp_path_factory) -> Path:
     params["train"].update(max_updates=UPDATES, checkpoint_every=10, log_every=10, validate_every=25, keep_checkpoints=2)
     params["models"]["rnnsearch-50"]["max_updates"] = UPDATES
     (d / "params.yaml").write_text(yaml.safe_dump(params))
-    return d
 
 
 def train_cmd(d: Path, out: Path, params: Path | None = None) -> list[str]:
@@ -63,9 +67,10 @@ def weights(path: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def reference(data: Path) -> Path:
-    out = data / "uninterrupted"
-    subprocess.run(train_cmd(data, out), check=True, capture_output=True)
+def reference(data: Path, tmp_path_factory) -> Path:
+    """The uninterrupted training of `data`, once per test run."""
+    out = built_once(tmp_path_factory, "resume_reference",
+                     lambda out: subprocess.run(train_cmd(data, out), check=True, capture_output=True))
     return out / "model.pt"
 
 
