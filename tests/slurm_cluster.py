@@ -30,40 +30,6 @@ def slurm():
         pytest.skip("no running Slurm here (workflow/slurm/local-cluster.sh starts one; .ci/run does)")
 
 
-def tiny_updates_per_second() -> float:
-    """Updates per second of one process training the tiny RNNsearch-50 on half a tiny batch (one task's share of
-    two), on this machine now: a training budget sized by it needs more than one Slurm job on a fast machine
-    without taking many on a slow one."""
-    from rnnsearch import config as cfg
-    from rnnsearch.data.batching import make_batch
-    from rnnsearch.model import build_model
-    from rnnsearch.training.train import batch_nll, make_optimizer
-
-    from .conftest import REPO
-
-    params = cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])
-    torch.manual_seed(0)
-    model = build_model(cfg.model_config(params, "rnnsearch-50"), 153, 153).train()
-    optimizer = make_optimizer(model.parameters(), "adadelta", 1.0)
-    g = torch.Generator().manual_seed(0)
-    sents = [torch.randint(3, 153, (15,), generator=g).tolist() + [1] for _ in range(40)]
-    b = make_batch(sents[:20], sents[20:], list(range(20)))
-
-    def update():
-        optimizer.zero_grad(set_to_none=True)
-        (batch_nll(model, b) / 20).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-
-    for _ in range(10):
-        update()
-    start, n = time.perf_counter(), 0
-    while time.perf_counter() - start < 1.5:
-        update()
-        n += 1
-    return n / (time.perf_counter() - start)
-
-
 def snakemake(ws: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     """snakemake in `ws`, with $HOME=ws and the profile installed there by README's one line."""
     profiles = ws / ".config" / "snakemake"
