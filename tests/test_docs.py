@@ -31,6 +31,7 @@ from rnnsearch import config as cfg
 from rnnsearch.cli import build_parser
 
 from .conftest import REPO
+from .snakemake_fork import ForkedSnakemake
 
 BIN = Path(sys.executable).parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -208,16 +209,14 @@ def reader_files(words: list[str], ws: Path) -> None:
                 (ws / f"{prefix}.{lang}").touch()
 
 
-def snakemake_dry_run(c: Command, ws: Path) -> str:
+def snakemake_dry_run(c: Command, ws: Path, snakemake: ForkedSnakemake) -> str:
     words = [w if w != "FILE" else "beam5.yaml" for w in c.words[1:]]
     if "--report" in words:  # a report needs results: the same workflow and config files, dry-run
         i = words.index("--report")
         del words[i : i + 2]
     reader_files(words, ws)
     for _ in range(3):
-        p = subprocess.run([str(BIN / "snakemake"), "-n", *words], cwd=ws, capture_output=True, text=True,
-                           env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
-        out = p.stdout + p.stderr
+        status, out = snakemake.run(ws, ["-n", *words])
         missing = re.findall(r"^ {4,}(\S+)$", out.split("Missing input files")[1], re.M) \
             if "MissingInputException" in out else []
         missing = [ws / f for f in missing if not (ws / f).resolve().is_relative_to(ws / "results") and ":" not in f]
@@ -226,7 +225,7 @@ def snakemake_dry_run(c: Command, ws: Path) -> str:
         for f in missing:  # the reader's own files: text (local.yaml), the peer benchmark's scripts
             f.parent.mkdir(parents=True, exist_ok=True)
             f.touch()
-    assert p.returncode == 0 and "This was a dry-run" in p.stdout, f"{c}:\n{out[-3000:]}"
+    assert status == 0 and "This was a dry-run" in out, f"{c}:\n{out[-3000:]}"
     return out
 
 
@@ -235,7 +234,7 @@ SNAKEMAKE = sorted({c.words: c for c in CHECKED if c.tool == "snakemake"}.values
 
 @pytest.fixture(scope="module")
 def dry_runs(tmp_path_factory) -> dict[tuple, tuple[Path, str]]:
-    """Every documented snakemake command dry-run, two at a time (each a few seconds of Snakemake's start), each
+    """Every documented snakemake command dry-run, two at a time (each a fork of a Snakemake already loaded), each
     half in its own fresh copy: command words → (the copy, Snakemake's output or the failure)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -245,11 +244,12 @@ def dry_runs(tmp_path_factory) -> dict[tuple, tuple[Path, str]]:
 
     def run_half(half: int) -> dict:
         ws, done = make_copy(roots[half]), {}
-        for c in SNAKEMAKE[half::2]:
-            try:
-                done[c.words] = (ws, snakemake_dry_run(c, ws))
-            except AssertionError as e:
-                done[c.words] = (ws, f"FAILED: {e}")
+        with ForkedSnakemake() as snakemake:
+            for c in SNAKEMAKE[half::2]:
+                try:
+                    done[c.words] = (ws, snakemake_dry_run(c, ws, snakemake))
+                except AssertionError as e:
+                    done[c.words] = (ws, f"FAILED: {e}")
         return done
 
     with ThreadPoolExecutor(2) as pool:
@@ -278,7 +278,8 @@ def test_the_two_flag_form_of_an_overlay_on_a_preset_fails_the_docs_check(fresh_
     bad = Command("docs/ablations.md:16", ("snakemake", "--configfile", "workflow/configs/paper.yaml",
                                            "--configfile", "beam5.yaml"))
     with pytest.raises(AssertionError, match="--configfile given 2 times: Snakemake reads only the files of the last"):
-        snakemake_dry_run(bad, fresh_copy)
+        with ForkedSnakemake() as snakemake:
+            snakemake_dry_run(bad, fresh_copy, snakemake)
 
 
 def test_update_counts_the_docs_give_for_a_preset_are_its_own_or_dated():
