@@ -7,11 +7,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import torch
 
 BIN = Path(sys.executable).parent
 # The shipped profile installed as docs/cluster.md says (as `slurm`, in $HOME/.config/snakemake), plus what a cluster without
