@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
+from .conftest import BIN
 
 SERVER = r"""
 import json, os, sys

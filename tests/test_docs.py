@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +32,6 @@ from rnnsearch.cli import build_parser
 from .conftest import REPO
 from .snakemake_fork import ForkedSnakemake
 
-BIN = Path(sys.executable).parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 TOOLS = ("snakemake", "dvc", "rnnsearch")
 DVC_COMMANDS = {("repro",), ("exp", "run"), ("exp", "show"), ("status",), ("push",), ("pull",), ("commit",),
