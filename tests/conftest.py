@@ -55,6 +55,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter):
+    """The machine the run's durations were measured on: the CPU, its cores, whether it has AVX-512 and what
+    PyTorch's CPU kernels use (README's test times name it)."""
+    import torch
+
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    avx512 = "yes" if " avx512f" in info else "no"
+    terminalreporter.write_line(f"machine: {model}, {os.cpu_count()} CPUs, AVX-512: {avx512}, torch "
+                                f"{torch.__version__} CPU kernels: {torch.backends.cpu.get_cpu_capability()}")
+
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]  # parametrize a test over both
 
 
