@@ -4,6 +4,7 @@ and the real data in ../shared/data when it is there."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,16 @@ SHARED_DATA = Path(os.environ.get("RNNSEARCH_SHARED_DATA", REPO.parent / "shared
 # the rest.
 LONG_FIRST = ("test_slurm_timelimit.py", "test_slurm.py", "test_workflow.py", "test_peer.py", "test_multi30k.py",
               "test_docs.py", "test_sentencepiece.py", "test_wmt14.py", "test_resume.py", "test_distributed.py")
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """pytest-xdist's `-n auto` (pyproject.toml's addopts): four workers for the whole suite, so that the files that
+    wait (on Slurm's queue, on subprocesses) leave two to keep two cores busy; one per core for the quick loop
+    (`-m "not slow"`), whose tests are all CPU-bound: four workers there took 13 % more CPU time (each one collects
+    every file, and they contend for the cores) and 10 % longer on 2 cores."""
+    if re.search(r"\bnot\s+slow\b", config.option.markexpr or ""):
+        return os.cpu_count() or 1
+    return 4
 
 
 def pytest_configure(config):
@@ -80,6 +91,18 @@ def torch_threads():
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def short_gemm(monkeypatch):
+    """Utilisation's denominator, the GEMM rate, measured on 512² operands for 0.2 s: what a benchmark's test checks
+    is that it is measured and divided by, not its value (2048² for 2 s, as the benchmarks measure it, took 4 to
+    5 s of a test's time a benchmark on 2 cores). `speed.gemm_peak_gflops` and the names it is imported under."""
+    from rnnsearch.bench import profile, speed
+
+    real = speed.gemm_peak_gflops
+    for module in (speed, profile):
+        monkeypatch.setattr(module, "gemm_peak_gflops", lambda *a, **k: real(*a, **{**k, "seconds": 0.2, "size": 512}))
 
 
 @pytest.fixture(scope="session")

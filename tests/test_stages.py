@@ -301,7 +301,7 @@ def test_bench_search_times_fixed_length_searches_of_a_model_size(run: Path, tmp
                  "--device", "cpu", "--precision", "tf32", "--out", str(tmp_path / "t.json")]) == 2
 
 
-def test_bench_train_reports_what_it_measured(tmp_path: Path):
+def test_bench_train_reports_what_it_measured(tmp_path: Path, short_gemm):
     rnnsearch("bench-train", "--arch", "rnnencdec", "--size", "bench", "--batch", 2, "--length", 3, "--steps", 1,
               "--threads", 1, "--out", tmp_path / "t.json")
     result = json.loads((tmp_path / "t.json").read_text())
@@ -314,7 +314,7 @@ def test_bench_train_reports_what_it_measured(tmp_path: Path):
     assert result["peak_rss_mb"] > 0 and result["device"] == "cpu"
 
 
-def test_bench_profile_accounts_for_an_updates_time(tmp_path: Path):
+def test_bench_profile_accounts_for_an_updates_time(tmp_path: Path, short_gemm):
     rnnsearch("bench-profile", "--arch", "rnnsearch", "--size", "bench", "--batch", 4, "--length", 6, "--steps", 2,
               "--threads", 1, "--device", "cpu", "--out", tmp_path / "p.json")
     r = json.loads((tmp_path / "p.json").read_text())
