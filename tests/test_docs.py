@@ -30,7 +30,7 @@ from rnnsearch import config as cfg
 from rnnsearch.cli import build_parser
 
 from .conftest import REPO
-from .snakemake_fork import ForkedSnakemake
+from .forks import ForkServer, forked_snakemake, snakemake
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 TOOLS = ("snakemake", "dvc", "rnnsearch")
@@ -207,14 +207,14 @@ def reader_files(words: list[str], ws: Path) -> None:
                 (ws / f"{prefix}.{lang}").touch()
 
 
-def snakemake_dry_run(c: Command, ws: Path, snakemake: ForkedSnakemake) -> str:
+def snakemake_dry_run(c: Command, ws: Path, server: ForkServer) -> str:
     words = [w if w != "FILE" else "beam5.yaml" for w in c.words[1:]]
     if "--report" in words:  # a report needs results: the same workflow and config files, dry-run
         i = words.index("--report")
         del words[i : i + 2]
     reader_files(words, ws)
     for _ in range(3):
-        status, out = snakemake.run(ws, ["-n", *words])
+        status, out = snakemake(server, ws, ["-n", *words])
         missing = re.findall(r"^ {4,}(\S+)$", out.split("Missing input files")[1], re.M) \
             if "MissingInputException" in out else []
         missing = [ws / f for f in missing if not (ws / f).resolve().is_relative_to(ws / "results") and ":" not in f]
@@ -242,10 +242,10 @@ def dry_runs(tmp_path_factory) -> dict[tuple, tuple[Path, str]]:
 
     def run_half(half: int) -> dict:
         ws, done = make_copy(roots[half]), {}
-        with ForkedSnakemake() as snakemake:
+        with forked_snakemake() as server:
             for c in SNAKEMAKE[half::2]:
                 try:
-                    done[c.words] = (ws, snakemake_dry_run(c, ws, snakemake))
+                    done[c.words] = (ws, snakemake_dry_run(c, ws, server))
                 except AssertionError as e:
                     done[c.words] = (ws, f"FAILED: {e}")
         return done
@@ -276,8 +276,8 @@ def test_the_two_flag_form_of_an_overlay_on_a_preset_fails_the_docs_check(fresh_
     bad = Command("docs/ablations.md:16", ("snakemake", "--configfile", "workflow/configs/paper.yaml",
                                            "--configfile", "beam5.yaml"))
     with pytest.raises(AssertionError, match="--configfile given 2 times: Snakemake reads only the files of the last"):
-        with ForkedSnakemake() as snakemake:
-            snakemake_dry_run(bad, fresh_copy, snakemake)
+        with forked_snakemake() as server:
+            snakemake_dry_run(bad, fresh_copy, server)
 
 
 def test_update_counts_the_docs_give_for_a_preset_are_its_own_or_dated():

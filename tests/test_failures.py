@@ -28,7 +28,8 @@ from rnnsearch.textio import (
 )
 
 from .conftest import REPO
-from .test_resume import UPDATES, train_cmd
+from .forks import rnnsearch
+from .test_resume import UPDATES, train, train_cmd
 from .test_resume import data as data  # noqa: F401 (the module's fixtures)
 from .test_resume import reference as reference  # noqa: F401
 
@@ -44,9 +45,9 @@ def _with_train(data: Path, tmp_path: Path, **train) -> Path:
     return tmp_path
 
 
-def _refused(cmd: list[str], out: Path) -> str:
+def _refused(d: Path, out: Path) -> str:
     """Runs a training that must stop before its first update; returns its stderr."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    proc = train(d, out, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert [p.name for p in out.iterdir()] == ["train.log"]  # nothing but the log
     return proc.stderr
@@ -58,7 +59,7 @@ def test_a_binarized_set_of_another_shortlist_or_a_changed_text_stops_training(d
     other[3][2] = str(int(other[3][2]) + 1)  # one count differs: another shortlist file
     (tmp_path / "vocab.en.tsv").unlink()
     (tmp_path / "vocab.en.tsv").write_text("".join("\t".join(row) + "\n" for row in other))
-    err = _refused(train_cmd(d, tmp_path / "out"), tmp_path / "out")
+    err = _refused(d, tmp_path / "out")
     assert f"{tmp_path / 'train'}.json: made with the shortlist {data / 'vocab.en.tsv'}, which is not " \
            f"{tmp_path / 'vocab.en.tsv'}" in err
 
@@ -67,7 +68,7 @@ def test_a_binarized_set_of_another_shortlist_or_a_changed_text_stops_training(d
     (tmp_path / "train.fr").unlink()
     lines = (data / "train.fr").read_text().splitlines()
     (tmp_path / "train.fr").write_text("\n".join(lines[1:] + lines[:1]) + "\n")  # same size, other order
-    err = _refused(train_cmd(d, tmp_path / "out2"), tmp_path / "out2")
+    err = _refused(d, tmp_path / "out2")
     assert f"{tmp_path / 'train'}.json: stale against {tmp_path / 'train.fr'}" in err
 
 
@@ -75,7 +76,7 @@ def test_a_binarized_set_of_another_shortlist_or_a_changed_text_stops_training(d
 def test_a_diverging_training_stops_and_writes_no_model(data: Path, tmp_path: Path):
     d = _with_train(data, tmp_path, optimizer="adadelta", lr=1e6)  # the paper's optimizer, as in params.yaml
     out = tmp_path / "out"
-    proc = subprocess.run(train_cmd(d, out), capture_output=True, text=True, timeout=300)
+    proc = train(d, out, check=False)
     assert proc.returncode == 2, proc.stderr
     assert "rnnsearch-50: training diverged at update" in proc.stderr
     assert "no model.pt is written" in proc.stderr and "Traceback" not in proc.stderr
@@ -104,8 +105,7 @@ def test_a_damaged_checkpoint_gives_way_to_the_newest_readable_one(data: Path, r
     (out / "checkpoint.pt").unlink()  # the newest dated one is a hard link to it: damage a copy instead
     good = newest.read_bytes()
     (out / "checkpoint.pt").write_bytes(good[: len(good) // 3])
-    proc = subprocess.run(train_cmd(data, out), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
+    train(data, out)
     log = (out / "train.log").read_text()
     assert f"{out / 'checkpoint.pt'}: a damaged or truncated checkpoint" in log
     assert f"resuming from {newest} (update " in log
@@ -136,9 +136,7 @@ def test_a_finished_training_of_another_configuration_is_moved_aside_with_a_warn
     d = _with_train(data, tmp_path, clip_norm=2.0)
     out = tmp_path / "out"
     shutil.copytree(reference.parent, out)
-    cmd = train_cmd(d, out)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
+    proc = train(d, out)
     assert "holds a finished training of another configuration (train.clip_norm: 1.0 in the checkpoint, 2.0 now)" \
            in proc.stderr  # on the console, although --log is given
     (aside,) = out.glob("replaced-*")
@@ -194,8 +192,7 @@ def test_raw_test_references_are_kept_byte_for_byte(tmp_path: Path):
 
 
 def _translate(checkpoint: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rnnsearch.cli", "translate", "--checkpoint", str(checkpoint),
-                           *args], input=stdin, capture_output=True, text=True, timeout=600)
+    return rnnsearch("translate", "--checkpoint", checkpoint, *args, stdin=stdin)
 
 
 def test_translate_refuses_vocabularies_other_than_the_checkpoints(data: Path, reference: Path, tmp_path: Path):

@@ -4,8 +4,6 @@ says what every option does; translating your own sentences prepares them as the
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,15 +13,9 @@ from rnnsearch.cli import build_parser
 from rnnsearch.stages import stage_code
 
 from .conftest import REPO
+from .forks import rnnsearch
 from .test_resume import data as data  # noqa: F401 (the shared fixtures)
 from .test_resume import reference as reference  # noqa: F401
-
-BIN = Path(sys.executable).parent
-
-
-def rnnsearch(*args: str, stdin: str = "", timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "rnnsearch"), *map(str, args)], input=stdin, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 @pytest.mark.parametrize("flag, value, accepted", [

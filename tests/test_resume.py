@@ -29,6 +29,7 @@ from rnnsearch.training.state import RESUME_KEYS, resume_mismatch
 from rnnsearch.training.train import learning_rate, make_optimizer, run_train
 
 from .conftest import REPO, built_once
+from .forks import rnnsearch
 
 UPDATES = 100
 
@@ -60,6 +61,14 @@ def train_cmd(d: Path, out: Path, params: Path | None = None) -> list[str]:
             "--tgt-dev", str(d / "dev.fr"), "--src-vocab", str(d / "vocab.en.tsv"),
             "--tgt-vocab", str(d / "vocab.fr.tsv"), "--binarized", str(d / "train"), "--out-dir", str(out),
             "--log", str(out / "train.log")]  # the pipeline's way: the binarize stage's files, memory-mapped
+
+
+def train(d: Path, out: Path, params: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """`rnnsearch train` as train_cmd gives it, run by the command line's fork server (tests/forks.py); a failure
+    raises, naming the end of its log, unless `check` is False."""
+    proc = rnnsearch(*train_cmd(d, out, params)[3:])
+    assert not check or proc.returncode == 0, proc.stderr[-3000:]
+    return proc
 
 
 def weights(path: Path) -> dict:
@@ -97,7 +106,7 @@ def test_interrupted_training_resumes_to_the_same_parameters(data: Path, referen
         assert status == -signal.SIGKILL
     stopped_at = torch.load(out / "checkpoint.pt", weights_only=True)["update"]
     assert 10 <= stopped_at < UPDATES and not (out / "model.pt").exists()
-    subprocess.run(train_cmd(data, out), check=True, capture_output=True)
+    train(data, out)
     assert f"resuming from {out / 'checkpoint.pt'} at update {stopped_at}" in (out / "train.log").read_text()
     final, ref = weights(out / "model.pt"), weights(reference)
     assert json.loads((out / "train_stats.json").read_text())["updates"] == UPDATES
@@ -178,7 +187,7 @@ def test_cuda_graphs_true_on_the_cpu_stops_the_training_before_it_starts(data: P
 def test_corrupt_checkpoint_is_a_clear_error(data: Path, reference: Path, tmp_path: Path, damage: str):
     good = reference.read_bytes()
     (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint" if damage == "garbage" else good[: len(good) // 2])
-    proc = subprocess.run(train_cmd(data, tmp_path), capture_output=True, text=True)
+    proc = train(data, tmp_path, check=False)
     assert proc.returncode == 2
     what = "not an rnnsearch checkpoint (not a file written by torch.save)" if damage == "garbage" else \
         "a damaged or truncated checkpoint (its zip archive has no end)"
@@ -225,7 +234,7 @@ def test_a_finished_training_whose_outputs_were_deleted_completes_without_traini
     shutil.copytree(reference.parent, out)
     for f in ("model.pt", "train_stats.json", "learning_curve.tsv", "validation.tsv"):
         (out / f).unlink()
-    subprocess.run(train_cmd(data, out), check=True, capture_output=True)
+    train(data, out)
     stats = json.loads((out / "train_stats.json").read_text())
     assert stats["updates"] == UPDATES and stats["runs"][-1]["start"] == stats["runs"][-1]["end"] == UPDATES
     assert (out / "model.pt").read_bytes() == reference.read_bytes()
@@ -234,9 +243,7 @@ def test_a_finished_training_whose_outputs_were_deleted_completes_without_traini
     params = yaml.safe_load((data / "params.yaml").read_text())
     params["train"]["lr"] = 0.01  # another trajectory: the finished checkpoint is not resumed, nor refused
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    cmd = train_cmd(data, out)
-    cmd[cmd.index(str(data / "params.yaml"))] = str(tmp_path / "params.yaml")
-    subprocess.run(cmd, check=True, capture_output=True)
+    train(data, out, tmp_path / "params.yaml")
     stats = json.loads((out / "train_stats.json").read_text())
     assert [(r["start"], r["end"]) for r in stats["runs"]] == [(0, UPDATES)]
     assert "holds a finished training of another configuration (train.lr: 0.004 in the checkpoint, 0.01 now)" in (

@@ -4,7 +4,6 @@ document on one line."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from rnnsearch.data.corpus.local import run_local_corpus
 from rnnsearch.data.text import run_tokenize
 from rnnsearch.decoding.user import pieces
 
+from .forks import rnnsearch
 from .test_resume import data as data  # noqa: F401 (the shared fixtures)
 from .test_resume import reference as reference  # noqa: F401
 
@@ -22,8 +22,7 @@ FRENCH = ["Le café est très chaud.", "Où est la gare ?", "Élève, répète :
 
 
 def _translate(checkpoint: Path, stdin: bytes, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rnnsearch.cli", "translate", "--checkpoint", str(checkpoint),
-                           *args], input=stdin, capture_output=True, timeout=600)
+    return rnnsearch("translate", "--checkpoint", checkpoint, *args, stdin=stdin, text=False)
 
 
 @pytest.mark.slow
