@@ -81,9 +81,9 @@ def test_the_workflow_downloads_and_prepares_multi30k(mirror, tmp_path):
 @pytest.mark.slow
 def test_the_preset_runs_offline_on_the_local_copy(shared_data, tmp_path):
     """README's offline command (the preset, then workflow/configs/local.yaml) through the whole DAG, with a
-    reduced budget: 20 updates of small models, beam 2, outputs of at most 0.5 |x| + 3 words (an untrained model
-    writes to the length limit: 1.5 |x| + 10 made decoding most of the test's time), one thread a job (the
-    preset's two would spin against the other pytest worker)."""
+    reduced budget: the training text in one shard, 20 updates of small models, beam 2, outputs of at most
+    0.5 |x| + 3 words (an untrained model writes to the length limit: 1.5 |x| + 10 made decoding most of the
+    test's time), one thread a job (the preset's two would spin against the other pytest worker)."""
     ws = repo_copy(tmp_path / "ws")
     (ws / "data").mkdir()
     (ws / "data" / "multi30k_enfr").symlink_to(shared_data / "multi30k_enfr")  # where local.yaml reads the text
@@ -92,7 +92,7 @@ def test_the_preset_runs_offline_on_the_local_copy(shared_data, tmp_path):
         "models": {"rnnencdec-50": {"max_updates": 20}, "rnnsearch-50": {"max_updates": 20}},
         "train": {"validate_every": 20, "checkpoint_every": 20, "log_every": 10, "threads": 1},
         "decode": {"beam": 2, "batch_size": 100, "threads": 1, "max_len_a": 0.5, "max_len_b": 3},
-        "score": {"bootstrap_samples": 50}}))
+        "score": {"bootstrap_samples": 50}, "prepare": {"shards": 1}}))
     p = subprocess.run([str(BIN / "snakemake"), "all", "--cores", "2", "--configfile", "workflow/configs/multi30k.yaml",
                         "workflow/configs/local.yaml", "ci.yaml"], cwd=ws, capture_output=True, text=True,
                        env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})

@@ -1,6 +1,6 @@
 """`snakemake --profile slurm` against a real Slurm: the tiny pipeline (two of its models) through the shipped
 profile, with every job submitted to Slurm, training jobs holding a GPU, and the results of a local run (the
-tiny_dag fixture). test_slurm_timelimit.py has the training killed at its time limit.
+tiny_dag fixture), its training text prepared in one shard where the local run cut it in two. test_slurm_timelimit.py has the training killed at its time limit.
 
 Needs a running Slurm (`workflow/slurm/local-cluster.sh` starts a one-node cluster; `.ci/run` does); skips,
 saying so, where there is none.
@@ -22,12 +22,14 @@ MODELS = ("rnnencdec-30", "rnnsearch-50")  # Table 1's baseline and the alignmen
 
 
 def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_path_factory, request):
-    ws = repo_copy(tmp_path_factory.mktemp("slurm"), {**GPU, "remove": ["models.rnnsearch-30", "models.rnnencdec-50"]})
+    ws = repo_copy(tmp_path_factory.mktemp("slurm"), {**GPU, "prepare": {"shards": 1},
+                                                      "remove": ["models.rnnsearch-30", "models.rnnencdec-50"]})
     snakemake(ws, *SLURM)
     tiny_dag = request.getfixturevalue("tiny_dag")  # the local run, built meanwhile by the other worker
 
     jobs = submissions(ws)
     assert finished_rules(ws) - {r for _, r, _ in jobs} == {"all"}  # every rule with a command went to Slurm
+    assert sorted(w for _, rule, w in jobs if rule == "tokenize_shard") == ["1-of-1_en", "1-of-1_fr"], jobs
     train = [(job, w) for job, rule, w in jobs if rule == "train"]  # wildcards: <model>_<replicate>
     assert sorted(w for _, w in train) == [f"{m}_1" for m in MODELS]
     train = [(job, w.rsplit("_", 1)[0]) for job, w in train]
@@ -38,8 +40,8 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
         assert f"Slurm job {job} on" in log and "CUDA_VISIBLE_DEVICES='0'" in log
         assert "but CUDA is not available here: running on the CPU" in log  # the GPU here is /dev/null
 
-    # the local run (tiny_dag) has two replicates of four models: its replicate 1 of these two must be this run's,
-    # byte for byte
+    # the local run (tiny_dag) has two replicates of four models, and two shards: its replicate 1 of these two must
+    # be this run's, byte for byte
     outputs = ["results/scores/aer.json", *[f"results/scores/{m}/replicate1.json" for m in MODELS],
                *[f"results/translations/{m}/replicate1/test.hyp" for m in MODELS]]
     for f in outputs:
