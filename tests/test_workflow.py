@@ -58,10 +58,11 @@ def workspace(tiny_dag: Path, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def dvc_workspace(tmp_path_factory) -> Path:
-    """A copy of the repository's files with the tiny params.yaml (one replicate of two models: DVC_MODELS) and
-    its dvc.yaml, in git, nothing run: the DVC tests below run in it, in order."""
+    """A copy of the repository's files with the tiny params.yaml (one replicate of two models: DVC_MODELS; the
+    training text in one shard, where tiny_dag has two) and its dvc.yaml, in git, nothing run: the DVC tests below
+    run in it, in order."""
     others = [f"models.{m}" for m in MODELS if m not in DVC_MODELS]
-    return git_repository(repo_copy(tmp_path_factory.mktemp("dvc"), {"remove": others}))
+    return git_repository(repo_copy(tmp_path_factory.mktemp("dvc"), {"remove": others, "prepare": {"shards": 1}}))
 
 
 def test_lint_dry_run_and_dvc_yaml_are_clean():
@@ -200,7 +201,8 @@ def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, 
 
 
 def test_dvc_repro_gives_the_same_results_and_tracks_params(dvc_workspace: Path, tiny_dag: Path):
-    """`dvc repro` runs every stage; its outputs are those of `snakemake` (tiny_dag: replicate 1 of each model)."""
+    """`dvc repro` runs every stage; its outputs are those of `snakemake` (tiny_dag: replicate 1 of each model, the
+    training text in two shards where this workspace has one)."""
     workspace = dvc_workspace
     repro = sh([str(BIN / "dvc"), "repro"], workspace)
     assert "Running stage 'train_rnnsearch-50'" in repro.stdout
