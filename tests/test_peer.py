@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -121,25 +123,46 @@ def test_joeynmt_trains_for_our_training_time_on_our_data(tiny_dag, tmp_path):
                                                        "JoeyNMT-2.3.0"]
 
 
+def _raw_with_a_short_test_set(shared: Path, out: Path, sentences: int) -> Path:
+    """The raw data the peer script prepares (prep_data.py), linked, but Multi30k's test_2016_flickr cut to its
+    first `sentences`: the training set, and so both vocabularies and the models' sizes, are the real ones."""
+    for folder, names in (("multi30k_enfr", ("train", "val", "test_2016_flickr")), ("europarl_v7_samples",
+                                                                                      ("cs124sampleB",))):
+        (out / folder).mkdir(parents=True)
+        for name in names:
+            for lang in ("en", "fr"):
+                if name.startswith("test"):
+                    lines = (shared / folder / f"{name}.{lang}").read_text(encoding="utf-8").splitlines(True)
+                    (out / folder / f"{name}.{lang}").write_text("".join(lines[:sentences]), encoding="utf-8")
+                else:
+                    (out / folder / f"{name}.{lang}").symlink_to(shared / folder / f"{name}.{lang}")
+    return out
+
+
 @pytest.mark.slow
 def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
-    """bench-peer at its smallest: one round on Multi30k, 3 updates (2 timed), greedy fixed-length decoding, one
-    thread each (the other pytest worker has the other core: two threads would wait on each other's spin)."""
+    """bench-peer at its smallest: one round on Multi30k (its first 200 test sentences), 3 updates (2 timed), greedy
+    fixed-length decoding, one thread each (the other pytest worker has the other core: two threads would wait on
+    each other's spin)."""
     from rnnsearch.bench.peer import run_bench_peer
 
     python = peer_python_or_skip()
     shared = REPO.parent / "shared"
     if not (shared / "bench" / "peer_joeynmt.sh").exists() or not (shared / "data" / "PROVENANCE.md").exists():
         pytest.skip(f"the peer benchmark or its data not found in {shared}")
-    r = run_bench_peer(str(shared / "bench" / "peer_joeynmt.sh"), python, str(shared / "data"), ["multi30k"], 3, 1,
-                       1, ["greedy"], 1, 42, str(tmp_path / "peer.json"), str(tmp_path / "peer.md"),
+    raw = _raw_with_a_short_test_set(shared / "data", tmp_path / "raw", 200)
+    r = run_bench_peer(str(shared / "bench" / "peer_joeynmt.sh"), python, str(raw), ["multi30k"], 3, 1, 1,
+                       ["greedy"], 1, 42, str(tmp_path / "peer.json"), str(tmp_path / "peer.md"),
                        str(tmp_path / "peer.log"))
     ds = r["datasets"]["multi30k"]
-    assert ds["fixed_length"] == 15  # the peer benchmark's N for Multi30k (README: 15)
+    test = runpy.run_path(str(shared / "bench" / "prep_data.py"))["pairs"](raw / "multi30k_enfr", "test_2016_flickr",
+                                                                          1, 10**6)  # as the peer prepares them
+    assert ds["fixed_length"] == int(sum(len(fr.split()) + 1 for _, fr in test) / len(test) + 0.5)  # </s> counted
     peer = ds["peer"][0]
-    assert peer["data_checksums_match"] and peer["train"]["timed_updates"] == 2  # after our warm-up of 1:
+    assert not peer["data_checksums_match"]  # a test set cut short: the peer says its data are not the recorded ones
+    assert peer["train"]["timed_updates"] == 2  # after our warm-up of 1:
     assert peer["train"]["warmup_updates_excluded"] == 1 and peer["train"]["updates_total"] == 3
-    assert peer["decode_greedy_fixed"]["mean_out_len"] == 15
+    assert peer["decode_greedy_fixed"]["mean_out_len"] == ds["fixed_length"]
     bf16_runs = [("closest", "sorted", "bf16", 2)] if native_bf16_cpu() else []  # never emulated bf16
     assert [(o["model"], o["batching"], o["precision"], o["timed_updates"]) for o in ds["ours_train"]] == [
         ("closest", "sorted", "fp32", 2), ("closest", "random", "fp32", 2), ("rnnsearch", "sorted", "fp32", 2),
@@ -151,7 +174,7 @@ def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
     assert 0 < s["closest_sorted"]["utilisation"] < 1 and 0 < s["peer"]["utilisation"] < 1
     ratio = s["ratios_ours_over_peer"]["train_target_tokens_per_s (closest, our batching)"]
     assert ratio == round(s["closest_sorted"]["target_tokens_per_s"] / s["peer"]["target_tokens_per_s"], 2)
-    assert all(o["fixed_length"] == 15 and o["sentences"] == 1000 for o in ds["ours_decode"])
+    assert all(o["fixed_length"] == ds["fixed_length"] and o["sentences"] == 200 for o in ds["ours_decode"])
     md = (tmp_path / "peer.md").read_text()
     assert "| ours, closest, peer's random batches |" in md and "greedy_fixed_sentences_per_s (closest)" in md
     if bf16_runs:  # bf16 is reported beside the fp32 pair, without a utilisation against the fp32 GEMM peak
