@@ -49,7 +49,8 @@ def test_paper_size_rnnsearch_per_target_word():
     assert 200e6 < per_word < 400e6  # W_o alone is 3 × 2 · 500 · 30003 = 90 MFLOP per word
 
 
-def test_training_benchmark_reports_flops_and_utilisation_against_a_gemm_measured_in_the_same_run(tmp_path, short_gemm):
+def test_training_benchmark_reports_flops_and_utilisation_against_a_gemm_measured_in_the_same_run(tmp_path,
+                                                                                                  short_gemm):
     from rnnsearch.bench.speed import run_bench_train
 
     r = run_bench_train("rnnsearch", "bench", 4, 6, 1, 1, "cpu", 1, str(tmp_path / "t.json"))

@@ -1,6 +1,7 @@
 """`snakemake --profile slurm` against a real Slurm: the tiny pipeline (two of its models) through the shipped
 profile, with every job submitted to Slurm, training jobs holding a GPU, and the results of a local run (the
-tiny_dag fixture), its training text prepared in one shard where the local run cut it in two. test_slurm_timelimit.py has the training killed at its time limit.
+tiny_dag fixture), its training text prepared in one shard where the local run cut it in two.
+test_slurm_timelimit.py has the training killed at its time limit.
 
 Needs a running Slurm (`workflow/slurm/local-cluster.sh` starts a one-node cluster; `.ci/run` does); skips,
 saying so, where there is none.
