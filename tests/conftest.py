@@ -72,10 +72,11 @@ def pytest_terminal_summary(terminalreporter):
     PyTorch's CPU kernels use (README's test times name it)."""
     import torch
 
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    avx512 = "yes" if " avx512f" in info else "no"
-    terminalreporter.write_line(f"machine: {model}, {os.cpu_count()} CPUs, AVX-512: {avx512}, torch "
+    from rnnsearch.bench.data import cpu_name
+
+    cpuinfo = Path("/proc/cpuinfo")
+    avx512 = "yes" if cpuinfo.exists() and " avx512f" in cpuinfo.read_text() else "no"
+    terminalreporter.write_line(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, AVX-512: {avx512}, torch "
                                 f"{torch.__version__} CPU kernels: {torch.backends.cpu.get_cpu_capability()}")
 
 

@@ -54,25 +54,25 @@ class ForkServer:
 
     def __init__(self, name: str, main: str, preload: str, env: dict | None = None):
         self.name = name
-        requests, self.requests = os.pipe()
-        self.replies, replies = os.pipe()
+        requests, to_server = os.pipe()
+        from_server, replies = os.pipe()
         code = SERVER.format(preload=preload, name=name, main=main)
         self.proc = subprocess.Popen([sys.executable, "-c", code, str(requests), str(replies)],
                                      pass_fds=(requests, replies), stdin=subprocess.DEVNULL, env=env)
         os.close(requests)
         os.close(replies)
-        self.to_server, self.from_server = os.fdopen(self.requests, "w"), os.fdopen(self.replies)
+        self.to_server, self.from_server = os.fdopen(to_server, "w"), os.fdopen(from_server)
 
     def run(self, args: list, cwd: Path | str = ".", stdin: bytes = b"", timeout: int = 600, env: dict | None = None,
             merged: bool = False) -> subprocess.CompletedProcess:
         """The command's exit status and its output and error (bytes; both in stdout where `merged`)."""
         args = [str(a) for a in args]
         with tempfile.TemporaryDirectory(prefix="fork-") as tmp:
-            files = [Path(tmp, name) for name in ("stdin", "stdout", "stderr")]
+            files = [Path(tmp, name) for name in ("stdin", "stdout", "stdout" if merged else "stderr")]
             files[0].write_bytes(stdin)
-            files[1].touch()
-            files[2 if not merged else 1].touch()
-            paths = [str(files[0]), str(files[1]), str(files[1 if merged else 2])]
+            for f in files[1:]:
+                f.touch()
+            paths = [str(f) for f in files]
             self.to_server.write(json.dumps([str(Path(cwd).resolve()), args, paths, env or {}, timeout]) + "\n")
             self.to_server.flush()
             status = self.from_server.readline()
@@ -118,7 +118,7 @@ def rnnsearch(*args, stdin: str | bytes = "", timeout: int = 600, cwd: Path | st
     """`rnnsearch ARGS` as `subprocess.run(..., capture_output=True)` gives it (text unless `text` is False), run
     by this test process's fork server of the command line, started at its first use."""
     if not _CLI:
-        preload = ("import torch, torch._dynamo  # noqa: E401 (the optimizer's first step imports torch._dynamo)\n"
+        preload = ("import torch, torch._dynamo  # noqa: E401 (torch.optim's add_param_group imports it)\n"
                    "from rnnsearch.cli import main\n"
                    "from rnnsearch.stages import BY_NAME\n"
                    "for stage in ('train', 'translate'):\n"

@@ -65,7 +65,7 @@ def train_cmd(d: Path, out: Path, params: Path | None = None) -> list[str]:
 
 def train(d: Path, out: Path, params: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
     """`rnnsearch train` as train_cmd gives it, run by the command line's fork server (tests/forks.py); a failure
-    raises, naming the end of its log, unless `check` is False."""
+    raises, naming the end of its stderr, unless `check` is False."""
     proc = rnnsearch(*train_cmd(d, out, params)[3:])
     assert not check or proc.returncode == 0, proc.stderr[-3000:]
     return proc
