@@ -17,6 +17,7 @@ from rnnsearch.bench.data import cpu_name, in_fresh_process, peak_rss_mb
 from rnnsearch.checkpoint import load_model
 from rnnsearch.data.vocab import Vocab
 from rnnsearch.decoding.search import translate_ids
+from rnnsearch.model import triton_kernels
 from rnnsearch.textio import InputError, read_lines, write_json_atomic
 
 log = logging.getLogger("rnnsearch.bench")
@@ -152,7 +153,8 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
               "train_gflop_per_update": round(flops / 1e9, 3), "mflop_per_target_word": round(flops / b.target_words / 1e6, 2),
               "gflops_per_s": round(flops / seconds / 1e9, 2), "gemm_peak_gflops": gemm,
               "utilisation": round(flops / seconds / 1e9 / gemm, 4) if gemm else None,
-              "peak_rss_mb": peak_rss_mb(), "device": str(device), "machine": machine()}
+              "peak_rss_mb": peak_rss_mb(), "device": str(device), "machine": machine(),
+              "triton_kernels": triton_kernels.usable(torch.empty(0, device=device))}
     if device.type == "cuda":
         result.update(peak_cuda_mb=round(torch.cuda.max_memory_allocated() / 2**20, 1),
                       gpu=torch.cuda.get_device_name(device), cuda=torch.version.cuda)

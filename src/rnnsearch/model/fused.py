@@ -42,6 +42,7 @@ import bisect
 
 import torch
 
+from rnnsearch.model import triton_kernels
 from rnnsearch.model.equations import additive_energies, align
 
 
@@ -196,10 +197,12 @@ def deep_output_recurrence(X, s0, cell, attention=None, h=None, keys=None, mask=
 
     Returns S (B, Ty, n) = s_{i−1} per position and, with attention, the contexts c_i (B, Ty, ctx).
     """
+    function = _DeepOutputRecurrence
+    if triton_kernels.usable(X):  # on a GPU: each element-wise stretch of a step one kernel (fused_gpu.py)
+        from rnnsearch.model.fused_gpu import DeepOutputKernels as function
     if attention is None:
-        return _apply(_DeepOutputRecurrence, X, s0, None, None, None, None, None, None, cell.U_zr.weight,
-                      cell.U.weight)
-    return _apply(_DeepOutputRecurrence, X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight,
+        return _apply(function, X, s0, None, None, None, None, None, None, cell.U_zr.weight, cell.U.weight)
+    return _apply(function, X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight,
                   cell.C.weight, cell.U_zr.weight, cell.U.weight)
 
 
@@ -355,7 +358,10 @@ def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor | None, w: list[torch.Te
     XI = torch.stack([torch.addmm(w[4 * d + 2], x.flatten(0, 1), w[4 * d].t()) for d, x in enumerate(inputs)])
     W_h = torch.stack([w[4 * d + 1] for d in range(D)])  # (D, 3n, n)
     b_h = torch.stack([w[4 * d + 3] for d in range(D)])  # (D, 3n)
-    OUT, H = _apply(_EncoderGRU, XI.view(D, B, T, 3 * n), W_h, b_h, active, sorted_len - 1)  # (D, B, T, n), (D, B, n)
+    function = _EncoderGRU
+    if triton_kernels.usable(Ex):  # on a GPU: each step's element-wise work one kernel each way (fused_gpu.py)
+        from rnnsearch.model.fused_gpu import EncoderKernels as function
+    OUT, H = _apply(function, XI.view(D, B, T, 3 * n), W_h, b_h, active, sorted_len - 1)  # (D, B, T, n), (D, B, n)
     outputs = [OUT[0]] if D == 1 else [OUT[0], OUT[1].gather(1, rev.expand(-1, -1, n))]
     h = torch.cat(outputs, dim=2)  # (B, T, dirs·n), rows longest first
     if lengths is None:  # every row ran all Tx steps: zero past each sentence's end

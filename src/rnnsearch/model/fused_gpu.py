@@ -1,0 +1,152 @@
+"""The decoder recurrence of App. A.2.2 under teacher forcing on a GPU: `fused._DeepOutputRecurrence`'s forward and
+backward passes with each element-wise stretch one Triton kernel (`triton_kernels.py`), 6 kernels per target
+position forward (from 24) and 6 backward (from 36): three matrix products each way and three kernels.
+
+Per position i, forward (s = s_{i−1}, the paper's symbols; see fused.py):
+    [W_a s | U_zr s] = s [W_a; U_zr]ᵀ                       one product for the query and the gates' recurrent part
+    p, α_i, c_i                                            attend_forward
+    C c_i;  z, r, r ∘ s;  U [r ∘ s];  s̃, s_i                 product, gru_forward (two kernels, one product)
+backward, from g = ∂L/∂s_i:
+    ∂L/∂a_h, ∂L/∂a_z; ∂L/∂a_h U; ∂L/∂a_r, element-wise ∂L/∂s   gru_backward (two kernels, one product)
+    ∂L/∂x C                                                product; then attend_backward: ∂L/∂c_i, ∂L/∂(W_a s)
+    [∂L/∂a_zr | ∂L/∂(W_a s)] [U_zr; W_a]                     one product: the rest of ∂L/∂s_{i−1}
+The weights' gradients are the same GEMMs over all steps as fused.py's. The products run in `lp` (bf16 under
+autocast), everything else in float32, as in fused.py; tests/test_fused.py checks both paths alike.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rnnsearch.model import triton_kernels as K
+from rnnsearch.model.fused import _mm
+
+
+class DeepOutputKernels(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U, lp):
+        attn = h is not None
+        B, Ty, n3 = X.shape
+        n, na = n3 // 3, (W_a.size(0) if attn else 0)
+        X = X.contiguous()
+        W_q = (torch.cat([W_a, U_zr]) if attn else U_zr).to(lp).t()  # (n, n' + 2n)
+        U_t = U.to(lp).t()
+        S, S_lp = X.new_empty(B, Ty, n), X.new_empty(B, Ty, n, dtype=lp)  # s_{i−1} of every position
+        S[:, 0], S_lp[:, 0] = s0, s0
+        T1 = max(Ty - 1, 0)
+        ZR, St, RS = X.new_empty(B, T1, 2 * n), X.new_empty(B, T1, n), X.new_empty(B, T1, n)
+        RS_lp = X.new_empty(B, n, dtype=lp)
+        CX = None
+        if attn:
+            h, keys, M = h.contiguous(), keys.contiguous(), mask.to(torch.uint8).contiguous()
+            Tx, ctx_dim = h.shape[1:]
+            C_t, v = C.to(lp).t(), v_a.reshape(-1).contiguous()
+            P = X.new_empty(Ty, B, Tx, na)  # p per position, for the backward pass
+            A, Cc, C_lp = X.new_empty(B, Ty, Tx), X.new_empty(B, Ty, ctx_dim), X.new_empty(B, ctx_dim, dtype=lp)
+        for i in range(Ty if attn else T1):
+            QZ = S_lp[:, i] @ W_q  # (B, n' + 2n): W_a s_{i−1} and U_zr s_{i−1}
+            if attn:
+                K.attend_forward(QZ, keys, v, h, M, P[i], A[:, i], Cc[:, i], C_lp)
+            if i + 1 < Ty:
+                if attn:
+                    CX = C_lp @ C_t  # (B, 3n)
+                K.gru_forward(X[:, i], CX, QZ[:, na:], lambda rs: rs @ U_t, S[:, i], ZR[:, i], RS[:, i], RS_lp,
+                              St[:, i], S[:, i + 1], S_lp[:, i + 1])
+        ctx.attn, ctx.lp, ctx.n_align = attn, lp, na
+        if attn:
+            ctx.P = P
+            ctx.save_for_backward(S, ZR, St, RS, h, Cc, A, W_a, v, C, U_zr, U)
+            return S, Cc
+        ctx.save_for_backward(S, ZR, St, RS, U_zr, U)
+        return S
+
+    @staticmethod
+    def backward(ctx, dS, dCc=None):
+        attn, lp, na = ctx.attn, ctx.lp, ctx.n_align
+        if attn:
+            S, ZR, St, RS, h, Cc, A, W_a, v, C, U_zr, U = ctx.saved_tensors
+        else:
+            S, ZR, St, RS, U_zr, U = ctx.saved_tensors
+        B, Ty, n = S.shape
+        dS = torch.zeros_like(S) if dS is None else dS.contiguous()
+        dX = S.new_zeros(B, Ty, 3 * n)  # the last position's input is never used
+        dX_lp = S.new_zeros(B, 3 * n + na, dtype=lp)  # [∂L/∂a_h | ∂L/∂a_zr | ∂L/∂(W_a s)] of one position
+        W_g = (torch.cat([U_zr, W_a]) if attn else U_zr).to(lp)  # (2n + n', n)
+        U_lp, buffers = U.to(lp), (S.new_empty(B, n), S.new_empty(B, n))
+        if attn:
+            C_lp, P = C.to(lp), ctx.P
+            dCc = torch.zeros_like(Cc) if dCc is None else dCc.contiguous()
+            dkeys, dvp = torch.zeros_like(P[0]), S.new_zeros(B, na)
+            Gc, DQ = torch.empty_like(Cc), S.new_empty(B, Ty, na)
+        G1, G2 = None, S.new_zeros(B, n, dtype=lp)  # ∂L/∂s_i = G1 + G2
+        for i in reversed(range(Ty)):
+            CG = None
+            if i + 1 < Ty:
+                G_out = buffers[i % 2]
+                K.gru_backward(G1, G2, ZR[:, i], St[:, i], S[:, i], dS[:, i], lambda d: d @ U_lp, dX[:, i], dX_lp,
+                               G_out)
+                G1 = G_out
+                CG = dX_lp[:, : 3 * n] @ C_lp if attn else None  # (B, ctx)
+            else:
+                G1 = dS[:, i]
+            if attn:
+                K.attend_backward(dCc[:, i], CG, Gc[:, i], P[i], A[:, i], h, v, dkeys, dvp, DQ[:, i], dX_lp[:, 3 * n :])
+                G2 = dX_lp[:, n:] @ W_g
+            elif i + 1 < Ty:
+                G2 = dX_lp[:, n:] @ W_g
+        g = G1 + G2.float()
+        dU_zr = _mm(dX[:, :-1, n:].flatten(0, 1).t(), S[:, :-1].flatten(0, 1), lp)
+        dU = _mm(dX[:, :-1, :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
+        if not attn:
+            return dX, g, None, None, None, None, None, None, dU_zr, dU, None
+        dC = _mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
+        dW_a = _mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
+        dh = torch.bmm(A.transpose(1, 2), Gc)  # Σ_i α_ij ∂L/∂c_i
+        return dX, g, dh, dkeys, None, dW_a, dvp.sum(0).view(1, -1), dC, dU_zr, dU, None
+
+
+class EncoderKernels(torch.autograd.Function):
+    """`fused._EncoderGRU` (nn.GRU's equations, D directions at once, the rows inside their sentence a prefix of the
+    batch) with each step's element-wise work one kernel each way: 2 kernels per step forward (from 9) and 2
+    backward (from about 20), the batched product W_h h of both directions one of them."""
+
+    @staticmethod
+    def forward(ctx, XI, W_h, b_h, active, last, lp):
+        D, B, Tx, n3 = XI.shape
+        n = n3 // 3
+        XI = XI.contiguous()
+        OUT = XI.new_zeros(D, B, Tx, n)  # h_t; zero at padding
+        RZ, Nt, Gn = XI.new_empty(D, B, Tx, 2 * n), XI.new_empty(D, B, Tx, n), XI.new_empty(D, B, Tx, n)
+        W_h_t, b_h = W_h.to(lp).transpose(1, 2), b_h.contiguous()  # (D, n, 3n)
+        h_lp = None
+        for t, rows in enumerate(active):
+            G = torch.bmm(h_lp[:, :rows], W_h_t) if t else None  # (D, rows, 3n); h_0 = 0
+            H = OUT[:, :rows, t - 1] if t else None
+            out_lp = XI.new_empty(D, rows, n, dtype=lp)
+            K.encoder_forward(XI[:, :rows, t], G, b_h, H, RZ[:, :rows, t], Nt[:, :rows, t], Gn[:, :rows, t],
+                              OUT[:, :rows, t], out_lp)
+            h_lp = out_lp
+        ctx.active, ctx.last, ctx.lp = active, last, lp
+        ctx.save_for_backward(OUT, RZ, Nt, Gn, W_h)
+        return OUT, OUT[:, torch.arange(B, device=XI.device), last]  # each row's state at its last word
+
+    @staticmethod
+    def backward(ctx, dOUT, dH):
+        OUT, RZ, Nt, Gn, W_h = ctx.saved_tensors
+        D, B, Tx, n = OUT.shape
+        dOUT = dOUT.clone(memory_format=torch.contiguous_format)
+        dOUT[:, torch.arange(B, device=OUT.device), ctx.last] += dH
+        dG = OUT.new_zeros(D, B, Tx, 3 * n)  # ∂L/∂g (zero where a row was not computed)
+        DAN = OUT.new_zeros(D, B, Tx, n)  # ∂L/∂a_n
+        W_lp = W_h.to(ctx.lp)  # (D, 3n, n)
+        DH1 = DH2 = None  # ∂L/∂h_t from step t + 1: DH1 + DH2
+        for t in reversed(range(len(ctx.active))):
+            rows = ctx.active[t]
+            dG_lp, DH_out = OUT.new_empty(D, rows, 3 * n, dtype=ctx.lp), OUT.new_empty(D, rows, n)
+            K.encoder_backward(dOUT[:, :rows, t], DH1, DH2, RZ[:, :rows, t], Nt[:, :rows, t], Gn[:, :rows, t],
+                               OUT[:, :rows, t - 1] if t else None, dG[:, :rows, t], dG_lp, DAN[:, :rows, t], DH_out)
+            DH1, DH2 = DH_out, torch.bmm(dG_lp, W_lp)  # (D, rows, n)
+        dXI = torch.cat([dG[..., : 2 * n], DAN], dim=3)  # ∂L/∂[a_r; a_z; a_n]
+        H_prev = torch.cat([OUT.new_zeros(D, B, 1, n), OUT[:, :, :-1]], dim=2)  # h_{t−1} per position
+        dW_h = _mm(dG.flatten(1, 2).transpose(1, 2), H_prev.flatten(1, 2), ctx.lp)  # (D, 3n, n)
+        return dXI, dW_h, dG.sum((1, 2)), None, None, None
