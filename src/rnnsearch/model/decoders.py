@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from rnnsearch.model.attention import AdditiveAttention
 from rnnsearch.model.equations import gru_step
@@ -94,6 +95,20 @@ class ConditionalLSTM(nn.Module):
 CELLS = {"gru": ConditionalGRU, "lstm": ConditionalLSTM}
 
 
+def aligned_linear(x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
+    """layer(x); in training on a GPU with the weight's rows and columns padded with zeros to multiples of 8 (x's
+    last dimension too): cuBLAS then runs its aligned tensor-core kernels for the output layer's products over all
+    positions, where the shortlist's K = 30,003 rows and l = 500 inputs run its slower unaligned ones. The same
+    logits, the padding sliced off, for a copy of the weight per update (not per decoding step: not in search)."""
+    rows, cols = layer.weight.shape
+    pad_rows, pad_cols = -rows % 8, -cols % 8
+    if not (x.is_cuda and torch.is_grad_enabled()) or not (pad_rows or pad_cols):
+        return layer(x)
+    weight = F.pad(layer.weight, (0, pad_cols, 0, pad_rows))
+    bias = F.pad(layer.bias, (0, pad_rows)) if layer.bias is not None else None
+    return F.linear(F.pad(x, (0, pad_cols)), weight, bias)[..., :rows]
+
+
 class DeepOutput(nn.Module):
     """t̃ = U_o s_{i−1} + V_o E y_{i−1} + C_o c_i, maxout over pairs, then W_o (logits over the shortlist).
 
@@ -113,7 +128,7 @@ class DeepOutput(nn.Module):
         """Any leading shape (…): s_prev (…, n), V_o_Ey (…, 2l) precomputed, c (…, ctx) → logits (…, K)."""
         t_tilde = self.U_o(s_prev) + V_o_Ey + self.C_o(c)  # (…, 2l)
         t = t_tilde.unflatten(-1, (self.l, 2)).amax(-1)  # (…, l)
-        return self.W_o(self.dropout(t))
+        return aligned_linear(self.dropout(t), self.W_o)
 
 
 def _context(attention, query: torch.Tensor, memory):
@@ -217,10 +232,10 @@ class CombinedOutputDecoder(nn.Module):
         if self.fused and torch.is_grad_enabled() and not (self.training and self.dropout.p > 0):
             O = combined_output_recurrence(self.cell.W(Ey), memory.s0[:, : self.n], self.cell, self.attention,
                                            self.W_u, memory.h, memory.keys, memory.mask)
-            return self.W_vocab(O)  # (B, Ty, K)
+            return aligned_linear(O, self.W_vocab)  # (B, Ty, K)
         W_Ey = self.cell.W(Ey).unbind(1)  # Ty × (B, ·)
         state, outputs = memory.s0, []
         for W_Ey_t in W_Ey:
             o, state, _ = self._advance(W_Ey_t, state, memory)
             outputs.append(o)
-        return self.W_vocab(torch.stack(outputs, 1))  # (B, Ty, K)
+        return aligned_linear(torch.stack(outputs, 1), self.W_vocab)  # (B, Ty, K)

@@ -52,68 +52,77 @@ if triton is not None:
         return x.to(PTR.dtype.element_ty)
 
     @triton.jit
-    def _attend_forward(Q, q_stride, K, V, H, M, P, A, a_stride, Cc, c_stride, C_lp, Tx, NA: tl.constexpr,
-                        CTX: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr, BC: tl.constexpr):
-        b = tl.program_id(0)
-        t = tl.arange(0, BT)
-        inside = t < Tx
-        real = tl.load(M + b * Tx + t, mask=inside, other=0) != 0
+    def _energies(Q, q_stride, K, V, P, EP, Tx, NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
+        """Program (b, j): p = tanh(W_a s + U_a h_j) over columns j·BN… of n', and its share of e (B, NJ, BT)."""
+        b, j = tl.program_id(0), tl.program_id(1)
+        t, cols = tl.arange(0, BT), j * BN + tl.arange(0, BN)
+        inside, ok = t < Tx, cols < NA
+        q = tl.load(Q + b * q_stride + cols, mask=ok, other=0).to(tl.float32)
+        v = tl.load(V + cols, mask=ok, other=0)
+        at = (b * Tx + t[:, None]) * NA + cols[None, :]
+        both = inside[:, None] & ok[None, :]
+        p = _tanh(tl.load(K + at, mask=both, other=0) + q[None, :])  # (BT, BN)
+        tl.store(P + at, p, mask=both)
+        tl.store(EP + (b * tl.num_programs(1) + j) * BT + t, tl.sum(p * v[None, :], axis=1))
+
+    @triton.jit
+    def _align(EP, NJ: tl.constexpr, M, A, a_stride, H, Cc, c_stride, C_lp, Tx, CTX: tl.constexpr,
+               BT: tl.constexpr, BC: tl.constexpr):
+        """Program (b, j): α from e's shares (every program alike; the first stores it), c_i over columns j·BC…"""
+        b, j = tl.program_id(0), tl.program_id(1)
+        t, cols = tl.arange(0, BT), j * BC + tl.arange(0, BC)
+        inside, ok = t < Tx, cols < CTX
         e = tl.zeros([BT], dtype=tl.float32)
-        for n0 in range(0, NA, BN):
-            cols = n0 + tl.arange(0, BN)
-            ok = cols < NA
-            q = tl.load(Q + b * q_stride + cols, mask=ok, other=0).to(tl.float32)
-            v = tl.load(V + cols, mask=ok, other=0)
-            at = (b * Tx + t[:, None]) * NA + cols[None, :]
-            both = inside[:, None] & ok[None, :]
-            p = _tanh(tl.load(K + at, mask=both, other=0) + q[None, :])  # (BT, BN)
-            tl.store(P + at, p, mask=both)
-            e += tl.sum(p * v[None, :], axis=1)
+        for k in tl.static_range(NJ):
+            e += tl.load(EP + (b * NJ + k) * BT + t)
+        real = tl.load(M + b * Tx + t, mask=inside, other=0) != 0
         e = tl.where(real, e, float("-inf"))
         w = tl.exp(e - tl.max(e, axis=0))  # 0 on padding
         alpha = w / tl.sum(w, axis=0)
-        tl.store(A + b * a_stride + t, alpha, mask=inside)
-        for c0 in range(0, CTX, BC):
-            cols = c0 + tl.arange(0, BC)
-            ok = cols < CTX
-            h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :], other=0)
-            c = tl.sum(alpha[:, None] * h, axis=0)
-            tl.store(Cc + b * c_stride + cols, c, mask=ok)
-            tl.store(C_lp + b * CTX + cols, _to(c, C_lp), mask=ok)
+        tl.store(A + b * a_stride + t, alpha, mask=inside & (j == 0))
+        h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :], other=0)
+        c = tl.sum(alpha[:, None] * h, axis=0)
+        tl.store(Cc + b * c_stride + cols, c, mask=ok)
+        tl.store(C_lp + b * CTX + cols, _to(c, C_lp), mask=ok)
 
     @triton.jit
-    def _attend_backward(DC, dc_stride, CG, GC, gc_stride, P, A, a_stride, H, V, DK, DVP, DQ, dq_stride,
-                         DQ_lp, dql_stride, Tx, NA: tl.constexpr, CTX: tl.constexpr, HAS_CG: tl.constexpr,
-                         BT: tl.constexpr, BN: tl.constexpr, BC: tl.constexpr):
-        b = tl.program_id(0)
-        t = tl.arange(0, BT)
-        inside = t < Tx
+    def _context_grad(DC, dc_stride, CG, GC, gc_stride, H, DAP, Tx, CTX: tl.constexpr, HAS_CG: tl.constexpr,
+                      BT: tl.constexpr, BC: tl.constexpr):
+        """Program (b, j): ∂L/∂c_i over columns j·BC… (into GC) and its share of ∂L/∂α_j = h_j · ∂L/∂c_i."""
+        b, j = tl.program_id(0), tl.program_id(1)
+        t, cols = tl.arange(0, BT), j * BC + tl.arange(0, BC)
+        inside, ok = t < Tx, cols < CTX
+        gc = tl.load(DC + b * dc_stride + cols, mask=ok, other=0)
+        if HAS_CG:
+            gc += tl.load(CG + b * CTX + cols, mask=ok, other=0).to(tl.float32)
+        tl.store(GC + b * gc_stride + cols, gc, mask=ok)
+        h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :], other=0)
+        tl.store(DAP + (b * tl.num_programs(1) + j) * BT + t, tl.sum(h * gc[None, :], axis=1))
+
+    @triton.jit
+    def _energy_grad(DAP, NJ: tl.constexpr, A, a_stride, P, V, DK, DVP, DQ, dq_stride, DQ_lp, dql_stride, Tx,
+                     NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
+        """Program (b, j): softmax's backward from ∂L/∂α's shares, then over columns j·BN… of n': ∂L/∂(U_a h_j)
+        added into DK, ∂L/∂(W_a s) into DQ and DQ_lp, Σ_j de_j p_j added into DVP."""
+        b, j = tl.program_id(0), tl.program_id(1)
+        t, cols = tl.arange(0, BT), j * BN + tl.arange(0, BN)
+        inside, ok = t < Tx, cols < NA
         dalpha = tl.zeros([BT], dtype=tl.float32)
-        for c0 in range(0, CTX, BC):
-            cols = c0 + tl.arange(0, BC)
-            ok = cols < CTX
-            gc = tl.load(DC + b * dc_stride + cols, mask=ok, other=0)
-            if HAS_CG:
-                gc += tl.load(CG + b * CTX + cols, mask=ok, other=0).to(tl.float32)
-            tl.store(GC + b * gc_stride + cols, gc, mask=ok)
-            h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :], other=0)
-            dalpha += tl.sum(h * gc[None, :], axis=1)
+        for k in tl.static_range(NJ):
+            dalpha += tl.load(DAP + (b * NJ + k) * BT + t)
         alpha = tl.load(A + b * a_stride + t, mask=inside, other=0)
-        de = alpha * (dalpha - tl.sum(alpha * dalpha, axis=0))  # softmax's backward; 0 on padding
-        for n0 in range(0, NA, BN):
-            cols = n0 + tl.arange(0, BN)
-            ok = cols < NA
-            at = (b * Tx + t[:, None]) * NA + cols[None, :]
-            both = inside[:, None] & ok[None, :]
-            p = tl.load(P + at, mask=both, other=0)
-            v = tl.load(V + cols, mask=ok, other=0)
-            dp = de[:, None] * v[None, :] * (1 - p * p)  # through p = tanh(·)
-            tl.store(DK + at, tl.load(DK + at, mask=both, other=0) + dp, mask=both)
-            dq = tl.sum(dp, axis=0)
-            tl.store(DQ + b * dq_stride + cols, dq, mask=ok)
-            tl.store(DQ_lp + b * dql_stride + cols, _to(dq, DQ_lp), mask=ok)
-            dv = tl.load(DVP + b * NA + cols, mask=ok, other=0) + tl.sum(de[:, None] * p, axis=0)
-            tl.store(DVP + b * NA + cols, dv, mask=ok)
+        de = alpha * (dalpha - tl.sum(alpha * dalpha, axis=0))  # 0 on padding
+        at = (b * Tx + t[:, None]) * NA + cols[None, :]
+        both = inside[:, None] & ok[None, :]
+        p = tl.load(P + at, mask=both, other=0)
+        v = tl.load(V + cols, mask=ok, other=0)
+        dp = de[:, None] * v[None, :] * (1 - p * p)  # through p = tanh(·)
+        tl.store(DK + at, tl.load(DK + at, mask=both, other=0) + dp, mask=both)
+        dq = tl.sum(dp, axis=0)
+        tl.store(DQ + b * dq_stride + cols, dq, mask=ok)
+        tl.store(DQ_lp + b * dql_stride + cols, _to(dq, DQ_lp), mask=ok)
+        dv = tl.load(DVP + b * NA + cols, mask=ok, other=0) + tl.sum(de[:, None] * p, axis=0)
+        tl.store(DVP + b * NA + cols, dv, mask=ok)
 
     @triton.jit
     def _gru_forward_a(X, x_stride, CX, QZ, qz_stride, S, s_stride, ZR, zr_stride, RS, rs_stride, RS_lp, N,
@@ -249,30 +258,52 @@ if triton is not None:
         tl.store(DAN + d * nt_d + b * nt_b + cols, da_n, mask=ok)
         tl.store(DH_out + (d * rows + b) * N + cols, gh * z, mask=ok)
 
+    @triton.jit
+    def _adadelta(P, G, SA, AD, LR, numel, rho, eps, LR_TENSOR: tl.constexpr, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        ok = i < numel
+        g = tl.load(G + i, mask=ok, other=0).to(tl.float32)
+        square_avg = tl.load(SA + i, mask=ok, other=0) * rho + (1 - rho) * g * g
+        delta = tl.sqrt(tl.load(AD + i, mask=ok, other=0) + eps) / tl.sqrt(square_avg + eps) * g
+        acc_delta = tl.load(AD + i, mask=ok, other=0) * rho + (1 - rho) * delta * delta
+        lr = tl.load(LR) if LR_TENSOR else LR
+        tl.store(SA + i, square_avg, mask=ok)
+        tl.store(AD + i, acc_delta, mask=ok)
+        tl.store(P + i, tl.load(P + i, mask=ok, other=0) - lr * delta, mask=ok)
 
-def _tiles(Tx: int, NA: int, CTX: int) -> dict:
+
+def _tile(Tx: int, *widths: int) -> tuple[int, ...]:
+    """Rows BT ≥ Tx (a power of 2) and, for each width, the columns of a program's (BT, ·) tile."""
     BT = _pow2(Tx)
-    width = max(16, 8192 // BT)
-    return {"BT": BT, "BN": min(_pow2(NA), width), "BC": min(_pow2(CTX), width), "num_warps": 8}
+    return (BT, *(min(_pow2(w), max(16, 8192 // BT)) for w in widths))
 
 
 def attend_forward(Q, K, V, H, M, P, A, Cc, C_lp):
     """Q (B, ≥n') W_a s_{i−1}, K (B, Tx, n') U_a h, V (n') v_a, H (B, Tx, ctx) h, M (B, Tx) uint8 1 on real words →
-    P (B, Tx, n') p, A (B, ·) α, Cc (B, ·) c_i and C_lp (B, ctx) c_i in the products' dtype."""
+    P (B, Tx, n') p, A (B, ·) α, Cc (B, ·) c_i and C_lp (B, ctx) c_i in the products' dtype. Two kernels: p and
+    e's shares over (row, columns of n'), then α and c over (row, columns of ctx)."""
     B, Tx, NA = K.shape
     CTX = H.size(2)
-    _attend_forward[(B,)](Q, Q.stride(0), K, V, H, M, P, A, A.stride(0), Cc, Cc.stride(0), C_lp, Tx, NA, CTX,
-                          **_tiles(Tx, NA, CTX))
+    BT, BN, BC = _tile(Tx, NA, CTX)
+    NJ = triton.cdiv(NA, BN)
+    EP = K.new_empty(B, NJ, BT)
+    _energies[(B, NJ)](Q, Q.stride(0), K, V, P, EP, Tx, NA, BT=BT, BN=BN, num_warps=4)
+    _align[(B, triton.cdiv(CTX, BC))](EP, NJ, M, A, A.stride(0), H, Cc, Cc.stride(0), C_lp, Tx, CTX, BT=BT, BC=BC,
+                                      num_warps=4)
 
 
 def attend_backward(DC, CG, GC, P, A, H, V, DK, DVP, DQ, DQ_lp):
-    """∂L/∂c_i = DC (+ CG, ∂L/∂x Cᵀ…, when given) into GC; adds ∂L/∂(U_a h) into DK (B, Tx, n') and Σ_j de_j p_j
-    into DVP (B, n'); writes ∂L/∂(W_a s_{i−1}) into DQ and DQ_lp."""
+    """∂L/∂c_i = DC (+ CG, ∂L/∂x C of the GRU step, when given) into GC; adds ∂L/∂(U_a h) into DK (B, Tx, n') and
+    Σ_j de_j p_j into DVP (B, n'); writes ∂L/∂(W_a s_{i−1}) into DQ and DQ_lp. Two kernels, as attend_forward."""
     B, Tx, NA = P.shape
     CTX = H.size(2)
-    _attend_backward[(B,)](DC, DC.stride(0), CG if CG is not None else DC, GC, GC.stride(0), P, A, A.stride(0),
-                           H, V, DK, DVP, DQ, DQ.stride(0), DQ_lp, DQ_lp.stride(0), Tx, NA, CTX, CG is not None,
-                           **_tiles(Tx, NA, CTX))
+    BT, BN, BC = _tile(Tx, NA, CTX)
+    NJ = triton.cdiv(CTX, BC)
+    DAP = P.new_empty(B, NJ, BT)
+    _context_grad[(B, NJ)](DC, DC.stride(0), CG if CG is not None else DC, GC, GC.stride(0), H, DAP, Tx, CTX,
+                           CG is not None, BT=BT, BC=BC, num_warps=4)
+    _energy_grad[(B, triton.cdiv(NA, BN))](DAP, NJ, A, A.stride(0), P, V, DK, DVP, DQ, DQ.stride(0), DQ_lp,
+                                           DQ_lp.stride(0), Tx, NA, BT=BT, BN=BN, num_warps=4)
 
 
 def gru_forward(X, CX, QZ, UR_of, S, ZR, RS, RS_lp, St, S_next, S_next_lp):
@@ -327,6 +358,15 @@ def encoder_backward(DOUT, DH1, DH2, RZ, Nt, Gn, H, DG, DG_lp, DAN, DH_out):
         DG.stride(1), DG_lp, DAN, DH_out, rows, N, DH1 is not None, H is not None, BLOCK=BLOCK)
 
 
+def adadelta_step(param, grad, square_avg, acc_delta, lr, rho: float, eps: float):
+    """Adadelta's update of one contiguous float32 parameter in one kernel (torch.optim.Adadelta's equations):
+        E[g²] ← ρ E[g²] + (1 − ρ) g²,  Δ = √(E[Δ²] + ε) / √(E[g²] + ε) · g,  E[Δ²] ← ρ E[Δ²] + (1 − ρ) Δ²,  θ ← θ − lr Δ
+    `lr` a float or a one-element tensor on the parameter's device (a CUDA graph's)."""
+    numel, block = param.numel(), 1024
+    lr_tensor = isinstance(lr, torch.Tensor)
+    _adadelta[(triton.cdiv(numel, block),)](param, grad, square_avg, acc_delta, lr, numel, rho, eps, lr_tensor,
+                                            BLOCK=block)
+
 def usable(x: torch.Tensor) -> bool:
     """Whether these kernels can run on x's device (a GPU with Triton, or Triton's interpreter on the CPU)."""
     import os
@@ -336,5 +376,5 @@ def usable(x: torch.Tensor) -> bool:
     return x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
 
 
-__all__ = ["attend_backward", "attend_forward", "encoder_backward", "encoder_forward", "gru_backward", "gru_forward",
+__all__ = ["adadelta_step", "attend_backward", "attend_forward", "encoder_backward", "encoder_forward", "gru_backward", "gru_forward",
            "usable"]

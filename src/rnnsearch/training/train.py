@@ -31,6 +31,7 @@ from rnnsearch.model import build_model
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
 from rnnsearch.settings import TrainConfig, last_full_lr_update
 from rnnsearch.textio import InputError, Interrupted, read_parallel, write_json_atomic
+from rnnsearch.training.adadelta import Adadelta
 from rnnsearch.training.graphs import UpdateGraphs, graphs_wanted
 from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
 from rnnsearch.training.scoring import batch_nll, validate  # noqa: F401 (batch_nll: imported from here too)
@@ -71,7 +72,7 @@ def make_optimizer(params, optimizer: str, lr: float, rho: float = 0.95, eps: fl
                    capturable: bool = False) -> torch.optim.Optimizer:
     """Adadelta (the paper's, ρ, ε) or Adam (fused: a kernel per tensor); `capturable`: for a CUDA graph's replay."""
     if optimizer == "adadelta":
-        return torch.optim.Adadelta(params, lr=lr, rho=rho, eps=eps, capturable=capturable)
+        return Adadelta(params, lr=lr, rho=rho, eps=eps, capturable=capturable)  # torch's; on a GPU one kernel
     return torch.optim.Adam(params, lr=lr, fused=True, capturable=capturable)
 
 

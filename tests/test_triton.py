@@ -1,0 +1,64 @@
+"""The Triton kernels of a GPU update (model/triton_kernels.py): the recurrences take them on CUDA (their results
+are checked against autograd by test_fused.py's `cuda` tests), and Adadelta's one-kernel step is torch's step.
+On the CPU these run only under Triton's interpreter (TRITON_INTERPRET=1 with Triton installed)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rnnsearch.model import fused_gpu, triton_kernels
+from rnnsearch.training.adadelta import Adadelta
+
+from .conftest import DEVICES
+from .test_fused import FUSED, model_and_batch, run
+
+
+def _needs_kernels(device: str) -> None:
+    if not triton_kernels.usable(torch.empty(0, device=device)):
+        pytest.skip(f"the Triton kernels do not run on {device} here (Triton missing, or on the CPU without "
+                    "TRITON_INTERPRET=1)")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["rnnsearch", "rnnencdec"])
+def test_the_recurrences_run_the_kernels_where_they_can(name, device, monkeypatch):
+    _needs_kernels(device)
+    calls = []
+    for function in (fused_gpu.DeepOutputKernels, fused_gpu.EncoderKernels):
+        apply = function.apply
+        monkeypatch.setattr(function, "apply", lambda *a, f=apply, n=function.__name__: calls.append(n) or f(*a))
+    model, batch = model_and_batch(*FUSED[name], device=device)
+    run(model, batch, True)
+    assert calls == ["EncoderKernels", "DeepOutputKernels"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("capturable", [False, True])
+def test_adadelta_step_is_torchs(device, capturable):
+    """Three steps of both optimizers from the same parameters and gradients (lr a float, or with `capturable` a
+    tensor on the device, as the training's CUDA graphs set it): the same parameters and state, to rounding."""
+    _needs_kernels(device)
+    if capturable and device == "cpu":
+        pytest.skip("torch's capturable Adadelta runs on an accelerator only")
+    g = torch.Generator().manual_seed(0)
+    shapes = [(300, 7), (1001,), (5, 5)]
+    params = [[torch.randn(s, generator=g).to(device).requires_grad_() for s in shapes] for _ in range(2)]
+    with torch.no_grad():
+        for p, q in zip(*params):
+            q.copy_(p)
+    lr = torch.tensor(0.7, device=device) if capturable else 0.7
+    ours = Adadelta(params[0], lr=lr, rho=0.95, eps=1e-6, capturable=capturable)
+    torchs = torch.optim.Adadelta(params[1], lr=lr, rho=0.95, eps=1e-6, capturable=capturable, foreach=False)
+    for _ in range(3):
+        grads = [torch.randn(s, generator=g).to(device) for s in shapes]
+        for optimizer, ps in ((ours, params[0]), (torchs, params[1])):
+            for p, grad in zip(ps, grads):
+                p.grad = grad.clone()
+            optimizer.step()
+    for p, q in zip(*params):
+        assert not torch.equal(p, params[0][0].new_zeros(p.shape))
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+        for key in ("square_avg", "acc_delta", "step"):
+            torch.testing.assert_close(ours.state[p][key], torchs.state[q][key], rtol=1e-6, atol=1e-9)
+    assert float(ours.state[params[0][0]]["step"]) == 3
