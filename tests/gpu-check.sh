@@ -8,7 +8,8 @@
 #    graphed update against the eager one);
 # 2. the paper-size training benchmark (App. A: 620/1000/1000/500, K = 30,000; batches of 80 pairs of 50 words)
 #    of RNNsearch and RNNencdec in tf32 and bf16, eagerly and replayed from a CUDA graph (--graph), each in its
-#    own process, utilisation against the GEMM rate measured in that process, and RNNsearch at 320 pairs;
+#    own process, utilisation against the GEMM rate measured in that process, and RNNsearch at 320 pairs; RNNsearch
+#    bf16 graphed once more with the Triton step kernels off (RNNSEARCH_TRITON=0), for their effect;
 # 3. with PEER_DIR (a copy of the peer benchmark whose joeynmt_rnnsearch.yaml says use_cuda: True), RAW_DATA (the
 #    corpora its prep_data.py reads) and JoeyNMT 2.3.0 importable by PEER_PYTHON (default python3): both systems
 #    trained and decoded side by side on the GPU (bench-peer --device cuda, Multi30k);
@@ -60,6 +61,9 @@ train() {  # train ARCH PRECISION BATCH [--graph]
 
 train rnnsearch bf16 80
 train rnnsearch bf16 80 graph
+step train_rnnsearch_bf16_b80_graph_no_triton 150 env RNNSEARCH_TRITON=0 python3 -m rnnsearch.cli bench-train \
+    --arch rnnsearch --size paper --batch 80 --length 50 --steps 20 --threads 4 --device cuda --precision bf16 --graph \
+    --out "$out/train_rnnsearch_bf16_b80_graph_no_triton.json"
 step pytest 240 python3 -m pytest -o addopts="" -m cuda -p no:cacheprovider -q -rs --durations=15 tests
 if [ -n "${PEER_DIR:-}" ] && [ -n "${RAW_DATA:-}" ]; then
     # 800 updates, 400 untimed: our graphed runs record a graph at each padded shape's second minibatch, about

@@ -23,10 +23,12 @@ def pytest_summary(out: Path) -> str:
 
 
 def train_table(runs: list[dict]) -> list[str]:
-    rows = ["| model | precision | batch | CUDA graph | pairs/s | target words/s | s/update | GFLOP/s | GEMM GFLOP/s "
-            "| utilisation | peak MB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(runs, key=lambda r: (r["arch"], r["batch"], r["precision"], r.get("cuda_graph", False))):
+    rows = ["| model | precision | batch | CUDA graph | Triton kernels | pairs/s | target words/s | s/update | GFLOP/s | GEMM GFLOP/s "
+            "| utilisation | peak MB |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(runs, key=lambda r: (r["arch"], r["batch"], r["precision"], r.get("cuda_graph", False),
+                                         r.get("triton_kernels", False))):
         rows.append(f"| {r['arch']} | {r['precision']} | {r['batch']} | {'yes' if r.get('cuda_graph') else 'no'} | "
+                    f"{'yes' if r.get('triton_kernels') else 'no'} | "
                     f"{r['sentences_per_s']:,.0f} | {r['target_words_per_s']:,.0f} | {r['seconds_per_update']} | "
                     f"{r['gflops_per_s']:,.0f} | {r['gemm_peak_gflops']:,.0f} | {r['utilisation']:.1%} | "
                     f"{r.get('peak_cuda_mb', 0):,.0f} |")

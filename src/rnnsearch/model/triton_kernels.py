@@ -52,6 +52,15 @@ if triton is not None:
         return x.to(PTR.dtype.element_ty)
 
     @triton.jit
+    def _sum_shares(SH, b, NJ: tl.constexpr, BT: tl.constexpr):
+        """Σ_k SH[b, k, :]: the shares (B, NJ, BT) that row b's programs wrote of a sum over columns."""
+        t = tl.arange(0, BT)
+        total = tl.zeros([BT], dtype=tl.float32)
+        for k in tl.static_range(NJ):
+            total += tl.load(SH + (b * NJ + k) * BT + t)
+        return total
+
+    @triton.jit
     def _energies(Q, q_stride, K, V, P, EP, Tx, NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
         """Program (b, j): p = tanh(W_a s + U_a h_j) over columns j·BN… of n', and its share of e (B, NJ, BT)."""
         b, j = tl.program_id(0), tl.program_id(1)
@@ -72,9 +81,7 @@ if triton is not None:
         b, j = tl.program_id(0), tl.program_id(1)
         t, cols = tl.arange(0, BT), j * BC + tl.arange(0, BC)
         inside, ok = t < Tx, cols < CTX
-        e = tl.zeros([BT], dtype=tl.float32)
-        for k in tl.static_range(NJ):
-            e += tl.load(EP + (b * NJ + k) * BT + t)
+        e = _sum_shares(EP, b, NJ, BT)
         real = tl.load(M + b * Tx + t, mask=inside, other=0) != 0
         e = tl.where(real, e, float("-inf"))
         w = tl.exp(e - tl.max(e, axis=0))  # 0 on padding
@@ -107,9 +114,7 @@ if triton is not None:
         b, j = tl.program_id(0), tl.program_id(1)
         t, cols = tl.arange(0, BT), j * BN + tl.arange(0, BN)
         inside, ok = t < Tx, cols < NA
-        dalpha = tl.zeros([BT], dtype=tl.float32)
-        for k in tl.static_range(NJ):
-            dalpha += tl.load(DAP + (b * NJ + k) * BT + t)
+        dalpha = _sum_shares(DAP, b, NJ, BT)
         alpha = tl.load(A + b * a_stride + t, mask=inside, other=0)
         de = alpha * (dalpha - tl.sum(alpha * dalpha, axis=0))  # 0 on padding
         at = (b * Tx + t[:, None]) * NA + cols[None, :]
@@ -163,13 +168,18 @@ if triton is not None:
         tl.store(SN_lp + b * snl_stride + cols, _to(s_new, SN_lp), mask=ok)
 
     @triton.jit
+    def _state_grad(G1, g1_stride, G2, b, N, cols, ok):
+        """g = ∂L/∂s_i of row b, columns `cols`: G1 (float32) + G2 (the products' dtype, (B, n))."""
+        return tl.load(G1 + b * g1_stride + cols, mask=ok, other=0) + tl.load(G2 + b * N + cols, mask=ok,
+                                                                               other=0).to(tl.float32)
+
+    @triton.jit
     def _gru_backward_a(G1, g1_stride, G2, ZR, zr_stride, ST, st_stride, S, s_stride, DX, dx_stride, DX_lp,
                         dxl_stride, N, BLOCK: tl.constexpr):
         b = tl.program_id(0)
         cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         ok = cols < N
-        g = tl.load(G1 + b * g1_stride + cols, mask=ok, other=0)
-        g += tl.load(G2 + b * N + cols, mask=ok, other=0).to(tl.float32)
+        g = _state_grad(G1, g1_stride, G2, b, N, cols, ok)
         z = tl.load(ZR + b * zr_stride + cols, mask=ok, other=0)
         s_tilde = tl.load(ST + b * st_stride + cols, mask=ok, other=0)
         s = tl.load(S + b * s_stride + cols, mask=ok, other=0)
@@ -186,8 +196,7 @@ if triton is not None:
         b = tl.program_id(0)
         cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         ok = cols < N
-        g = tl.load(G1 + b * g1_stride + cols, mask=ok, other=0)
-        g += tl.load(G2 + b * N + cols, mask=ok, other=0).to(tl.float32)
+        g = _state_grad(G1, g1_stride, G2, b, N, cols, ok)
         z = tl.load(ZR + b * zr_stride + cols, mask=ok, other=0)
         r = tl.load(ZR + b * zr_stride + N + cols, mask=ok, other=0)
         s = tl.load(S + b * s_stride + cols, mask=ok, other=0)
