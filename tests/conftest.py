@@ -85,13 +85,15 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]  # parametrize a
 
 @pytest.fixture(autouse=True)
 def torch_threads():
-    """Benchmarks and stages set torch's thread count for the process; give every test the count it started with
-    (results such as a training's last digits depend on it)."""
+    """Benchmarks and stages set torch's thread count and (on CUDA) its TF32 switches for the process; give every
+    test the count and switches it started with (results such as a training's last digits depend on them)."""
     import torch
 
     threads = torch.get_num_threads()
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     yield
     torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
 @pytest.fixture

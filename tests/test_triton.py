@@ -62,3 +62,33 @@ def test_adadelta_step_is_torchs(device, capturable):
         for key in ("square_avg", "acc_delta", "step"):
             torch.testing.assert_close(ours.state[p][key], torchs.state[q][key], rtol=1e-6, atol=1e-9)
     assert float(ours.state[params[0][0]]["step"]) == 3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_loss_kernels_give_torchs_summed_nll_and_gradient(device, dtype):
+    """Logits with padded rows (a view of a wider tensor, as the output layer's), PAD targets among the real ones:
+    the loss and ∂L/∂logits of F.cross_entropy (on float32 logits, as autocast runs it), the gradient in the logits'
+    dtype."""
+    _needs_kernels(device)
+    from torch.nn import functional as F
+
+    from rnnsearch.training.loss_kernels import summed_nll
+
+    g = torch.Generator().manual_seed(0)
+    wide = (3 * torch.randn(9, 5008, generator=g)).to(device, dtype)
+    target = torch.randint(1, 5003, (9,), generator=g).to(device)
+    target[[2, 6]] = 0  # PAD
+    target[4] = 5002  # the last column
+    losses, grads = [], []
+    for nll in (lambda x: summed_nll(x, target, 0),
+                lambda x: F.cross_entropy(x.float(), target, ignore_index=0, reduction="sum")):
+        logits = wide[:, :5003].detach().requires_grad_()
+        loss = nll(logits)
+        (1.5 * loss).backward()
+        losses.append(loss)
+        grads.append(logits.grad)
+    assert losses[0].dtype == torch.float32 and grads[0].dtype == dtype
+    torch.testing.assert_close(losses[0], losses[1], rtol=1e-6, atol=1e-4)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-2)
+    assert grads[0][[2, 6]].abs().sum() == 0 and grads[0][4, -1] < 0

@@ -8,11 +8,15 @@ from torch.nn import functional as F
 
 from rnnsearch.data.batching import Batch, sequential_batches
 from rnnsearch.data.vocab import PAD_ID, Vocab
+from rnnsearch.model import triton_kernels
+from rnnsearch.training.loss_kernels import summed_nll
 
 
 def batch_nll(model, batch: Batch) -> torch.Tensor:
     """Summed negative log-likelihood of the batch's target words (</s> included)."""
     logits = model(batch.x, batch.lengths, batch.y_in)  # (B, Ty, K)
+    if torch.is_grad_enabled() and triton_kernels.usable(logits):  # training on a GPU: two kernels, no copies
+        return summed_nll(logits.flatten(0, 1), batch.y_out.flatten(), PAD_ID)
     return F.cross_entropy(logits.flatten(0, 1), batch.y_out.flatten(), ignore_index=PAD_ID, reduction="sum")
 
 
