@@ -22,7 +22,7 @@ if triton is not None:
 
     @triton.jit
     def _nll_forward(L, l_stride, T, LOSS, LSE, ignore, K: tl.constexpr, BLOCK: tl.constexpr):
-        r = tl.program_id(0)
+        r = tl.program_id(0).to(tl.int64)  # r × the row stride passes 2³¹ past 71,000 rows of 30,008
         m = tl.full([BLOCK], float("-inf"), tl.float32)  # per lane: the running maximum and Σ exp(x − m)
         s = tl.zeros([BLOCK], dtype=tl.float32)
         for k0 in range(0, K, BLOCK):
@@ -41,7 +41,7 @@ if triton is not None:
 
     @triton.jit
     def _nll_backward(L, l_stride, T, LSE, G, D, d_stride, ignore, K: tl.constexpr, BLOCK: tl.constexpr):
-        r = tl.program_id(0)
+        r = tl.program_id(0).to(tl.int64)  # r × the row stride passes 2³¹ past 71,000 rows of 30,008
         cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         ok = cols < K
         y = tl.load(T + r)
