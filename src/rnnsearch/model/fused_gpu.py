@@ -1,14 +1,15 @@
 """The decoder recurrence of App. A.2.2 under teacher forcing on a GPU: `fused._DeepOutputRecurrence`'s forward and
-backward passes with each element-wise stretch one Triton kernel (`triton_kernels.py`), 6 kernels per target
-position forward (from 24) and 6 backward (from 36): three matrix products each way and three kernels.
+backward passes with each element-wise stretch one Triton kernel (`triton_kernels.py`), 7 kernels per target
+position forward (from 24) and 7 backward (from 36): three matrix products each way and four kernels; and the
+encoder's GRU (`EncoderKernels`) likewise.
 
 Per position i, forward (s = s_{i−1}, the paper's symbols; see fused.py):
     [W_a s | U_zr s] = s [W_a; U_zr]ᵀ                       one product for the query and the gates' recurrent part
-    p, α_i, c_i                                            attend_forward
+    p, α_i, c_i                                            attend_forward (two kernels)
     C c_i;  z, r, r ∘ s;  U [r ∘ s];  s̃, s_i                 product, gru_forward (two kernels, one product)
 backward, from g = ∂L/∂s_i:
     ∂L/∂a_h, ∂L/∂a_z; ∂L/∂a_h U; ∂L/∂a_r, element-wise ∂L/∂s   gru_backward (two kernels, one product)
-    ∂L/∂x C                                                product; then attend_backward: ∂L/∂c_i, ∂L/∂(W_a s)
+    ∂L/∂x C                                                product; then attend_backward (two kernels)
     [∂L/∂a_zr | ∂L/∂(W_a s)] [U_zr; W_a]                     one product: the rest of ∂L/∂s_{i−1}
 The weights' gradients are the same GEMMs over all steps as fused.py's. The products run in `lp` (bf16 under
 autocast), everything else in float32, as in fused.py; tests/test_fused.py checks both paths alike.

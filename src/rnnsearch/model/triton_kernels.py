@@ -1,17 +1,20 @@
-"""Triton kernels for one step of the decoder recurrence of App. A.2.2 on a GPU (`fused_gpu.py` runs them).
+"""Triton kernels for one step of the recurrences of App. A.2 on a GPU (`fused_gpu.py` runs them), and Adadelta's
+step (`training/adadelta.py`).
 
 On a GPU the recurrence is bound by the number of kernels, not their work: the autograd-free loop of `fused.py`
 launches some 24 small kernels per target position forward and 36 backward (docs/benchmarks.md). Here each
-element-wise stretch between two matrix products is one kernel:
+element-wise stretch between two matrix products is one kernel (the attention's two, over (row, columns)):
 
-    attend_forward     p_j = tanh(W_a s_{i−1} + U_a h_j),  e_j = v_aᵀ p_j,  α = softmax(e) over real words,
-                       c_i = Σ_j α_j h_j                                          (App. A.1.2, one program per row)
+    attend_forward     p_j = tanh(W_a s_{i−1} + U_a h_j),  e_j = v_aᵀ p_j (shares over columns of n');
+                       α = softmax(e) over real words,  c_i = Σ_j α_j h_j (over columns of ctx)      (App. A.1.2)
     gru_forward_a      [z; r] = σ(x_zr + C_zr c_i + U_zr s_{i−1}),  r ∘ s_{i−1}
     gru_forward_b      s̃ = tanh(x_h + C c_i + U [r ∘ s_{i−1}]),  s_i = (1 − z) ∘ s_{i−1} + z ∘ s̃
     gru_backward_a     ∂L/∂a_h = g ∘ z ∘ (1 − s̃²),  ∂L/∂a_z = g ∘ (s̃ − s) ∘ z(1 − z)
     gru_backward_b     ∂L/∂a_r = (Uᵀ ∂L/∂a_h) ∘ s ∘ r(1 − r),  ∂L/∂s_{i−1} (its element-wise part)
-    attend_backward    ∂L/∂c_i, ∂L/∂α_j = h_j · ∂L/∂c_i, softmax's backward, ∂L/∂(U_a h_j) added in place,
-                       ∂L/∂(W_a s_{i−1}) and this row's share of ∂L/∂v_a
+    attend_backward    ∂L/∂c_i, ∂L/∂α_j = h_j · ∂L/∂c_i (shares over columns of ctx); softmax's backward,
+                       ∂L/∂(U_a h_j) added in place, ∂L/∂(W_a s_{i−1}), this row's share of ∂L/∂v_a (columns of n')
+    encoder_forward,   one step of nn.GRU's equations for both directions, and its backward pass
+    encoder_backward
 
 g = ∂L/∂s_i arrives as two parts (`g1` float32 + `g2` in the products' dtype, the second the output of a matrix
 product) so that their sum needs no kernel of its own. Every value is computed in float32; each kernel also
@@ -20,6 +23,8 @@ tanh(x) is written 2σ(2x) − 1 (Triton has no tanh of its own on every backend
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -378,8 +383,6 @@ def adadelta_step(param, grad, square_avg, acc_delta, lr, rho: float, eps: float
 
 def usable(x: torch.Tensor) -> bool:
     """Whether these kernels can run on x's device (a GPU with Triton, or Triton's interpreter on the CPU)."""
-    import os
-
     if triton is None or os.environ.get("RNNSEARCH_TRITON", "1") == "0":
         return False
     return x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
