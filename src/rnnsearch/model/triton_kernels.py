@@ -388,5 +388,5 @@ def usable(x: torch.Tensor) -> bool:
     return x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
 
 
-__all__ = ["adadelta_step", "attend_backward", "attend_forward", "encoder_backward", "encoder_forward", "gru_backward", "gru_forward",
-           "usable"]
+__all__ = ["adadelta_step", "attend_backward", "attend_forward", "encoder_backward", "encoder_forward",
+           "gru_backward", "gru_forward", "usable"]
