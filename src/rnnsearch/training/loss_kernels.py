@@ -14,7 +14,8 @@ import torch
 
 from rnnsearch.model import triton_kernels
 
-triton, tl = triton_kernels.triton, None
+triton = triton_kernels.triton
+BLOCK = 4096  # logits per program: a row of 30,003 in 8 chunks
 if triton is not None:
     import triton.language as tl
 
@@ -56,7 +57,7 @@ class _SummedNLL(torch.autograd.Function):
     def forward(ctx, logits, target, ignore):
         N, K = logits.shape
         loss, lse = logits.new_empty(N, dtype=torch.float32), logits.new_empty(N, dtype=torch.float32)
-        _nll_forward[(N,)](logits, logits.stride(0), target, loss, lse, ignore, K, BLOCK=4096, num_warps=8)
+        _nll_forward[(N,)](logits, logits.stride(0), target, loss, lse, ignore, K, BLOCK=BLOCK, num_warps=8)
         ctx.ignore = ignore
         ctx.save_for_backward(logits, target, lse)
         return loss.sum()
@@ -67,8 +68,8 @@ class _SummedNLL(torch.autograd.Function):
         N, K = logits.shape
         d = torch.empty_like(logits, memory_format=torch.contiguous_format)
         grad = grad.float().reshape(1).contiguous()
-        _nll_backward[(N, triton.cdiv(K, 4096))](logits, logits.stride(0), target, lse, grad, d, d.stride(0),
-                                                 ctx.ignore, K, BLOCK=4096, num_warps=8)
+        _nll_backward[(N, triton.cdiv(K, BLOCK))](logits, logits.stride(0), target, lse, grad, d, d.stride(0),
+                                                  ctx.ignore, K, BLOCK=BLOCK, num_warps=8)
         return d, None, None
 
 
