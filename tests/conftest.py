@@ -97,6 +97,16 @@ def torch_threads():
 
 
 @pytest.fixture
+def float32_products():
+    """float32 products in float32 on a GPU: cuDNN's default lets its GRU (the encoder of the plain path and of
+    search) use TF32, whose results differ from float32's by about 1e-3, past the comparisons' bounds (torch_threads
+    restores the switches after the test)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+
+
+@pytest.fixture
 def short_gemm(monkeypatch):
     """Utilisation's denominator, the GEMM rate, measured on 512² operands for 0.2 s: what a benchmark's test checks
     is that it is measured and divided by, not its value (2048² for 2 s, as the benchmarks measure it, took 4 to

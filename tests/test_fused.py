@@ -23,6 +23,8 @@ from rnnsearch.training.train import batch_nll
 
 from .conftest import DEVICES
 
+pytestmark = pytest.mark.usefixtures("float32_products")
+
 SIZES = {"m": 24, "n": 32, "n_align": 20, "l": 16}
 FUSED = {  # every configuration a fused path covers
     "rnnsearch": ("rnnsearch", {}),
@@ -31,14 +33,6 @@ FUSED = {  # every configuration a fused path covers
     "joeynmt-like, no input feeding": ("luong", {"cell": "gru", "attention": "additive", "dropout": 0.0,
                                                  "input_feeding": False}),
 }
-
-
-@pytest.fixture(autouse=True)
-def float32_products():
-    """float32 products in float32 on a GPU: cuDNN's default lets its GRU (the plain path's encoder) use TF32, whose
-    results differ from float32's by about 1e-3, past the comparisons' bounds (conftest's torch_threads restores
-    the switches after the test)."""
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
 
 
 def model_and_batch(arch, overrides, seed=0, dtype=torch.float32, device="cpu"):

@@ -151,7 +151,7 @@ def test_prepacked_decoder_weights_give_the_same_translations(arch, beam, monkey
 @pytest.mark.cuda
 @pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec", "luong"])
 @pytest.mark.parametrize("beam", [1, 5])
-def test_search_on_cuda_gives_the_cpus_translations(arch, beam):
+def test_search_on_cuda_gives_the_cpus_translations(arch, beam, float32_products):
     """The same model on the GPU: the same words, scores and attention as on the CPU, to float32 rounding (its
     products sum in another order; a tie between two hypotheses within that rounding would be the only excuse)."""
     src, _, _ = inputs(6, lengths=(3, 9, 1, 6, 4, 7, 12))
