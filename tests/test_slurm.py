@@ -1,4 +1,4 @@
-"""`snakemake --profile slurm` against a real Slurm: the tiny pipeline (two of its models) through the shipped
+"""`snakemake --profile slurm` against a real Slurm: the tiny pipeline (one of its models) through the shipped
 profile, with every job submitted to Slurm, training jobs holding a GPU, and the results of a local run (the
 tiny_dag fixture), its training text prepared in one shard where the local run cut it in two.
 test_slurm_timelimit.py has the training killed at its time limit.
@@ -19,12 +19,13 @@ from .slurm_cluster import SLURM, finished_rules, slurm, snakemake, submissions 
 
 pytestmark = pytest.mark.slow
 GPU = {"cluster": {"train": {"gpu": 1}, "decode": {"gpu": 1}}}
-MODELS = ("rnnencdec-30", "rnnsearch-50")  # Table 1's baseline and the alignment model: every rule, half the jobs
+OTHERS = ("rnnencdec-30", "rnnencdec-50", "rnnsearch-30")
+MODELS = ("rnnsearch-50",)  # the alignment model: every rule (the others' jobs are these rules with other wildcards)
 
 
 def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_path_factory, request):
     ws = repo_copy(tmp_path_factory.mktemp("slurm"), {**GPU, "prepare": {"shards": 1},
-                                                      "remove": ["models.rnnsearch-30", "models.rnnencdec-50"]})
+                                                      "remove": [f"models.{m}" for m in OTHERS]})
     snakemake(ws, *SLURM)
     tiny_dag = request.getfixturevalue("tiny_dag")  # the local run, built meanwhile by the other worker
 
@@ -51,4 +52,6 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
                               ("results/figures/bleu_by_length.csv", "model", "replicate")):
         slurm, local = pd.read_csv(ws / table), pd.read_csv(tiny_dag / table)
         local = local[(local[key] == 1) & local[model].isin(MODELS)].reset_index(drop=True)
+        # Table 1's test against the first model (`p vs <model>`): one model here, another there
+        slurm, local = (t.drop(columns=[c for c in t if c.startswith("p vs ")]) for t in (slurm, local))
         pd.testing.assert_frame_equal(slurm, local, check_exact=True, obj=f"{table}: Slurm and local runs")
