@@ -50,8 +50,8 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
         assert (ws / f).read_bytes() == (tiny_dag / f).read_bytes(), f"{f}: Slurm and local runs differ"
     for table, model, key in (("results/tables/table1_replicates.csv", "Model", "Replicate"),
                               ("results/figures/bleu_by_length.csv", "model", "replicate")):
-        slurm, local = pd.read_csv(ws / table), pd.read_csv(tiny_dag / table)
+        ours, local = pd.read_csv(ws / table), pd.read_csv(tiny_dag / table)
         local = local[(local[key] == 1) & local[model].isin(MODELS)].reset_index(drop=True)
         # Table 1's test against the first model (`p vs <model>`): one model here, another there
-        slurm, local = (t.drop(columns=[c for c in t if c.startswith("p vs ")]) for t in (slurm, local))
-        pd.testing.assert_frame_equal(slurm, local, check_exact=True, obj=f"{table}: Slurm and local runs")
+        ours, local = (t.drop(columns=[c for c in t if c.startswith("p vs ")]) for t in (ours, local))
+        pd.testing.assert_frame_equal(ours, local, check_exact=True, obj=f"{table}: Slurm and local runs")
