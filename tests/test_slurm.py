@@ -19,13 +19,12 @@ from .slurm_cluster import SLURM, finished_rules, slurm, snakemake, submissions 
 
 pytestmark = pytest.mark.slow
 GPU = {"cluster": {"train": {"gpu": 1}, "decode": {"gpu": 1}}}
-OTHERS = ("rnnencdec-30", "rnnencdec-50", "rnnsearch-30")
 MODELS = ("rnnsearch-50",)  # the alignment model: every rule (the others' jobs are these rules with other wildcards)
 
 
-def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_path_factory, request):
-    ws = repo_copy(tmp_path_factory.mktemp("slurm"), {**GPU, "prepare": {"shards": 1},
-                                                      "remove": [f"models.{m}" for m in OTHERS]})
+def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_path_factory, request, tiny_config):
+    others = [f"models.{m}" for m in tiny_config["models"] if m not in MODELS]
+    ws = repo_copy(tmp_path_factory.mktemp("slurm"), {**GPU, "prepare": {"shards": 1}, "remove": others})
     snakemake(ws, *SLURM)
     tiny_dag = request.getfixturevalue("tiny_dag")  # the local run, built meanwhile by the other worker
 
