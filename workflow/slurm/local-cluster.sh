@@ -54,7 +54,8 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 ReturnToService=2
 SlurmdParameters=config_overrides
-MinJobAge=600
+# a finished job's record kept for an hour (Slurm's default: 5 min): the Slurm tests read them after long runs
+MinJobAge=3600
 KillWait=30
 SchedulerType=sched/backfill
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEM_MB Gres=gpu:1 State=UNKNOWN
