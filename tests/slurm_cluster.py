@@ -28,8 +28,10 @@ def slurm():
         pytest.skip("no running Slurm here (workflow/slurm/local-cluster.sh starts one; .ci/run does)")
 
 
-def snakemake(ws: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    """snakemake in `ws`, with $HOME=ws and the profile installed there by README's one line."""
+def snakemake(ws: Path, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    """snakemake in `ws`, with $HOME=ws and the profile installed there by README's one line. The timeout is for a
+    run that hangs: with the whole test run held to 0.77 of a core (a CPU quota), the pipeline through Slurm took
+    more than 900 s."""
     profiles = ws / ".config" / "snakemake"
     if not (profiles / "slurm").exists():
         profiles.mkdir(parents=True, exist_ok=True)
