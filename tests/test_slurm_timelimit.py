@@ -74,10 +74,10 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     # at most 90 s less its start-up. Both are measured by a first training of 80 updates (one job, or more where
     # Slurm stopped it): the rate from its learning curve's rows after start-up, the start-up from Slurm's run time
     # of its jobs. The first job is then stopped inside the training even where the rate rises by half as the tests
-    # beside it end. (A budget of a fixed 125 s of training took 5 jobs, 14 minutes, on a CPU 2.6 times slower,
-    # where start-up was half of each job; a rate measured in the test's own process, one task alone, was 0.28 to
-    # 0.41 times the two tasks' in Slurm.) Where the rate rose enough for the first job to train it all, the
-    # training runs again, sized by the rate of that run.
+    # beside it end. (A fixed 125 s of training took 9 jobs, 3 of them calibrating 200 updates, and 17 minutes with
+    # the test run held to 0.77 of a core, where start-up was half of each job; a rate measured in the test's own
+    # process, one task alone, was 0.28 to 0.41 times the two tasks' in Slurm.) Where the rate rose enough for the
+    # first job to train it all, the training runs again, sized by the rate of that run.
     ws, stats = _train_through_slurm(tmp_path_factory, tiny_dag, 80, log_every=10)
     assert stats["updates"] == 80 and stats["seconds"] > 0, stats
     rate, training = _steady_rate(ws), 90 - _overhead(ws, stats)
