@@ -49,6 +49,11 @@ def submissions(ws: Path) -> list[tuple[str, str, str]]:
     return re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/rule_(\w+)/(?:([^/\s]+)/)?\d+\.log", text)
 
 
+def job_record(job: str) -> str:
+    """Slurm's own record of `job` (`scontrol show job`; kept an hour after it ends: local-cluster.sh's MinJobAge)."""
+    return subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+
+
 def finished_rules(ws: Path) -> set[str]:
     text = "".join(p.read_text() for p in (ws / ".snakemake" / "log").glob("*.snakemake.log"))
     return set(re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", text))

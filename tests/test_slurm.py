@@ -9,13 +9,12 @@ saying so, where there is none.
 
 from __future__ import annotations
 
-import subprocess
-
 import pandas as pd
 import pytest
 
 from .conftest import repo_copy
-from .slurm_cluster import SLURM, finished_rules, slurm, snakemake, submissions  # noqa: F401 (slurm: autouse)
+from .slurm_cluster import (SLURM, finished_rules, job_record, slurm, snakemake,  # noqa: F401 (slurm: autouse)
+                            submissions)
 
 pytestmark = pytest.mark.slow
 GPU = {"cluster": {"train": {"gpu": 1}, "decode": {"gpu": 1}}}
@@ -35,7 +34,7 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
     assert sorted(w for _, w in train) == [f"{m}_1" for m in MODELS]
     train = [(job, w.rsplit("_", 1)[0]) for job, w in train]
     for job, model in train:
-        record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+        record = job_record(job)
         assert "gres:gpu:1" in record or "gres/gpu=1" in record, record  # Slurm's own record of the request
         log = (ws / f"results/logs/train/{model}/replicate1.log").read_text()
         assert f"Slurm job {job} on" in log and "CUDA_VISIBLE_DEVICES='0'" in log

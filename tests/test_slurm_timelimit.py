@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
 from .conftest import dag_copy
-from .slurm_cluster import SLURM, slurm, slurm_logs, snakemake, submissions  # noqa: F401
+from .slurm_cluster import SLURM, job_record, slurm, slurm_logs, snakemake, submissions  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +56,7 @@ def _overhead(ws: Path, stats: dict) -> float:
 
 def _run_seconds(job: str) -> int:
     """RunTime of `job` in Slurm's record ([D-]HH:MM:SS)."""
-    record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    record = job_record(job)
     days, hms = re.search(r"RunTime=(?:(\d+)-)?(\d+:\d+:\d+)", record).groups()
     h, m, s = (int(x) for x in hms.split(":"))
     return int(days or 0) * 86400 + h * 3600 + m * 60 + s
@@ -99,14 +98,14 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
             assert after["start"] == after["end"] == updates, runs
             continue
         assert before["ended_by"] == "signal 15" and after["start"] == before["end"], runs
-        record = subprocess.run(["scontrol", "show", "job", before["slurm_job"]], capture_output=True, text=True).stdout
+        record = job_record(before["slurm_job"])
         assert "JobState=TIMEOUT" in record, record  # Slurm's own record: killed at its time limit
     jobs = [job for job, rule, _ in submissions(ws) if rule == "train"]
     # each run a new Slurm job submitted by Snakemake, none lost (CI once lost two: jobs killed at their time limit
     # just after finishing, whose outputs Snakemake deleted; the next attempt then started from scratch)
     assert jobs == [r["slurm_job"] for r in runs], slurm_logs(ws, jobs)
     for job in jobs:
-        record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+        record = job_record(job)
         assert re.search(r"NumTasks=2\b", record), record  # Slurm's own record of the job
     log = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()  # the last job's: each writes it anew
     assert f"Slurm job {jobs[-1]} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log
