@@ -19,6 +19,10 @@ include: "workflow/rules/bench.smk"
 include: "workflow/rules/peer.smk"
 
 
+onstart:
+    rules.train.rule.restart_times = train_retries()  # exit 75 at Slurm's time limit: resubmitted, resumes
+
+
 rule all:
     input:
         final_outputs(),

@@ -28,7 +28,7 @@ def slurm():
         pytest.skip("no running Slurm here (workflow/slurm/local-cluster.sh starts one; .ci/run does)")
 
 
-def snakemake(ws: Path, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+def snakemake(ws: Path, *args: str, timeout: int = 1800, check: bool = True) -> subprocess.CompletedProcess:
     """snakemake in `ws`, with $HOME=ws and the profile installed there by README's one line. The timeout is for a
     run that hangs: with the whole test run held to 0.77 of a core (a CPU quota), the pipeline through Slurm took
     more than 900 s."""
@@ -39,7 +39,7 @@ def snakemake(ws: Path, *args: str, timeout: int = 1800) -> subprocess.Completed
     env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(ws), "PYTHONUNBUFFERED": "1"}
     p = subprocess.run([str(BIN / "snakemake"), *args], cwd=ws, capture_output=True, text=True, env=env,
                        timeout=timeout)
-    assert p.returncode == 0, f"snakemake {' '.join(args)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    assert p.returncode == 0 or not check, f"snakemake {' '.join(args)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     return p
 
 

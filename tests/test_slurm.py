@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import yaml
+
+from rnnsearch import config as cfg
 
 from .conftest import repo_copy
 from .slurm_cluster import (SLURM, finished_rules, job_record, slurm, snakemake,  # noqa: F401 (slurm: autouse)
@@ -53,3 +56,24 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
         # Table 1's test against the first model (`p vs <model>`): one model here, another there
         ours, local = (t.drop(columns=[c for c in t if c.startswith("p vs ")]) for t in (ours, local))
         pd.testing.assert_frame_equal(ours, local, check_exact=True, obj=f"{table}: Slurm and local runs")
+
+    # A failure that running again repeats (a setting that cannot take effect: CUDA graphs without CUDA) is not
+    # retried: with 3 attempts, the training runs once; Snakemake retries any failure, so its next attempts go to
+    # Slurm asking for one minute and no GPU, and stop at once, saying why.
+    params = cfg.overlay(cfg.load_params([ws / "params.yaml"]), {"train": {"cuda_graphs": True},
+                                                                    "cluster": {"train": {"attempts": 3}}}, "test")
+    (ws / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    model = f"results/models/{MODELS[0]}/replicate1"
+    before = len(submissions(ws))
+    failed = snakemake(ws, *SLURM, f"{model}/model.pt", check=False)
+    assert failed.returncode != 0
+    attempts = [job for job, rule, _ in submissions(ws)[before:] if rule == "train"]
+    assert len(attempts) == 3, failed.stdout[-3000:]
+    records = [job_record(job) for job in attempts]
+    gpu = ("gres:gpu:1", "gres/gpu=1")
+    assert any(g in records[0] for g in gpu) and "TimeLimit=00:30:00" in records[0], records[0]  # the training's
+    for record in records[1:]:
+        assert not any(g in record for g in gpu) and "TimeLimit=00:01:00" in record, record
+    history = (ws / model / "train.log").read_text()
+    assert history.count("train.cuda_graphs: true, but") == 1, history  # the training ran once
+    assert history.count("of this training not run: the last attempt failed with exit status 2") == 2, history

@@ -7,6 +7,8 @@ import argparse
 import json
 import logging
 import os
+import platform
+import re
 import sys
 from pathlib import Path
 
@@ -106,34 +108,86 @@ def _rank() -> int:
     return detect().rank
 
 
-def _setup_logging(log_file: str | None, quiet: bool = False, append: bool = False) -> None:
+def _setup_logging(log_file: str | None, quiet: bool = False, history: Path | None = None) -> None:
+    """Log records to stderr (warnings only where a file takes the rest), to `log_file` (this job's log, written
+    anew: Snakemake deletes a job's `log:` before it runs it anyway) and appended to `history`."""
     fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(fmt)
     console.setLevel(logging.WARNING if log_file or quiet else logging.INFO)
     handlers: list[logging.Handler] = [console]
-    if log_file:
-        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(log_file, mode="a" if append else "w", encoding="utf-8")
-        handler.setFormatter(fmt)
-        handlers.append(handler)
+    if log_file and history and Path(log_file).resolve() == history.resolve():
+        log_file = None  # the job's log is the history: appended to
+    for path, mode in ((log_file, "w"), (history, "a")):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(path, mode=mode, encoding="utf-8")
+            handler.setFormatter(fmt)
+            handlers.append(handler)
     logging.basicConfig(level=logging.INFO, handlers=handlers, force=True)
     logging.captureWarnings(True)
 
 
+def history_log(args: argparse.Namespace) -> Path | None:
+    """Where a training or translation job of the pipeline appends its log, job after job: `train.log` or
+    `translate.log` beside its outputs. Snakemake's `log:` file holds only the last job's part (Snakemake deletes it
+    before each job: a rerun, a resumed training, each Slurm job of a chain)."""
+    if args.stage in ("train", "translate") and getattr(args, "out_dir", None) and args.log:
+        return Path(args.out_dir) / f"{args.stage}.log"
+    return None
+
+
+def last_exit(history: Path) -> int | None:
+    """The exit status the last job of `history` logged; None where it logged none (killed, or no job yet)."""
+    try:
+        lines = history.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        if "==== job " in line:
+            ended = re.search(r"ended: exit status (-?\d+) ====$", line)
+            return int(ended.group(1)) if ended else None
+    return None
+
+
+def _not_retried(args: argparse.Namespace, history: Path | None) -> str | None:
+    """A retry of a training (Snakemake's --attempt ≥ 2) after a failure that a rerun repeats: why it stops. Snakemake retries any failure; only a training stopped by a signal (status EXIT_INTERRUPTED, Slurm's time
+    limit) or killed without a word (no status logged) can go further by running again."""
+    if args.stage != "train" or args.attempt == 1 or history is None:
+        return None
+    status = last_exit(history)
+    if status in (None, 0, EXIT_INTERRUPTED):
+        return None
+    return (f"attempt {args.attempt} of this training not run: the last attempt failed with exit status {status}, "
+            f"which running again repeats (see {history}); fix the cause, then rerun snakemake")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    # a training that resumes (a chain of cluster jobs) continues the log of the run it continues
-    resuming = args.stage == "train" and (Path(args.out_dir) / "checkpoint.pt").exists()
+    refused = _not_retried(args, history_log(args))  # from the history's last job, before this one's lines
     follower = args.stage in ("train", "translate") and _rank() > 0
     if follower:  # several processes (rnnsearch.distributed): process 0 writes the log; the others warn on stderr
         args.log = None
-    _setup_logging(getattr(args, "log", None), quiet=_user_translate(args) or follower, append=resuming)
+    history = history_log(args)
+    _setup_logging(getattr(args, "log", None), quiet=_user_translate(args) or follower, history=history)
     log = logging.getLogger("rnnsearch")
+    job = os.environ.get("SLURM_JOB_ID", "(not Slurm)")
+    if history:  # one job's part of the history: where and when it ran
+        log.info("==== job %s on %s (pid %d) ====", job, platform.node(), os.getpid())
     log.info("rnnsearch %s: %s", args.stage, " ".join(sys.argv[1:] if argv is None else argv))
     if os.environ.get("SLURM_JOB_ID"):  # evidence of where a job ran, for the log and the Slurm tests
         log.info("Slurm job %s on %s, CUDA_VISIBLE_DEVICES=%r", os.environ["SLURM_JOB_ID"],
                  os.environ.get("SLURMD_NODENAME", "?"), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if refused:
+        log.error("%s", refused)
+    status = 2 if refused else _run_logged(args, log)
+    if history:
+        log.info("==== job %s ended: exit status %d ====", job, status)
+    return status
+
+
+def _run_logged(args: argparse.Namespace, log: logging.Logger) -> int:
+    """Run the stage; its exit status, every failure logged in one line (a traceback only for a bug)."""
     try:
         run(args)
     except Interrupted as e:

@@ -16,6 +16,7 @@ from typing import Callable
 from rnnsearch.bench.stages import BENCH_STAGES
 from rnnsearch.closure import PACKAGE, REPO, import_closure
 from rnnsearch.stage import Arg, Params, Stage, arg, at_least, required
+from rnnsearch.textio import EXIT_INTERRUPTED
 
 __all__ = ["Arg", "Params", "Stage", "STAGES", "BY_NAME", "each_replicate", "stage_code", "stage_of_rule"]
 
@@ -166,7 +167,10 @@ STAGES: tuple[Stage, ...] = (
                       "--out-dir": "model.pt, checkpoints, statistics and curves go here; a checkpoint.pt in it "
                                    "is resumed"}),
            arg("--binarized", help="the binarize stage's files of --src-train/--tgt-train (their prefix), "
-                                   "memory-mapped; without it the text is read and encoded in memory")),
+                                   "memory-mapped; without it the text is read and encoded in memory"),
+           arg("--attempt", type=at_least(1), default=1,
+               help="Snakemake's attempt of this job: from 2 on, a job whose last attempt failed with another "
+                    f"status than {EXIT_INTERRUPTED} (stopped, resumable) stops at once with status 2")),
           keys=("seed", "model", "train", "models.{model}", "data.src", "data.tgt", "data.unicode",
                 "tokenize.normalize_punctuation"), runs_model=True),
     # 6: decoding (rnnsearch.decoding)

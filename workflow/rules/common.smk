@@ -3,6 +3,7 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
@@ -63,8 +64,9 @@ wildcard_constraints:
 
 
 def stage_params(stage, model=None):
-    """The values a stage reads: declared as Snakemake params so that a change reruns exactly its jobs."""
-    return dict(rcfg.stage_params(config, stage, model))
+    """The values a stage reads that can change what it writes (all but rcfg.SPEED_ONLY): declared as Snakemake
+    params so that a change reruns exactly its jobs."""
+    return rcfg.rerun_params(config, stage, model)
 
 
 def stage_code(stage):
@@ -103,6 +105,42 @@ def cluster_resources(kind, processes=1):
     return resources
 
 
+def executor_name():
+    return workflow.executor_plugin.name if workflow.executor_plugin is not None else ""
+
+
+def train_retries():
+    """Snakemake's retries of a training job: under the Slurm executor, `attempts` - 1 (a job stopped at its time
+    limit saves a checkpoint and exits 75; the next attempt resumes); elsewhere none: no time limit to chain
+    through, and Ctrl-C stops Snakemake too. The executor is known once the run starts (the Snakefile's `onstart`
+    sets this on the rule), not while the rules are read; the rule's own `retries: 0` holds in the Snakemake inside
+    each Slurm job, which would otherwise run a failed training again within its job (onstart does not run there).
+    Snakemake retries whatever failed: a training's next attempt
+    after a failure that running again repeats (a bad setting, a traceback, a diverged run) stops at once
+    (`rnnsearch train --attempt`), asking Slurm for a minute and no GPU (train_resources)."""
+    return config["cluster"]["train"]["attempts"] - 1 if executor_name() == "slurm" else 0
+
+
+def train_resources():
+    """cluster_resources("train"), each a function of Snakemake's attempt: a retry after a failure that repeats
+    itself asks for one minute and no GPU, only to stop (train_retries)."""
+    from rnnsearch.cli import last_exit
+    from rnnsearch.textio import EXIT_INTERRUPTED
+
+    resources = cluster_resources("train", config["train"]["processes"])
+
+    def doomed(wildcards, attempt):
+        log = Path(f"results/models/{wildcards.model}/replicate{wildcards.replicate}/train.log")
+        return attempt > 1 and last_exit(log) not in (None, 0, EXIT_INTERRUPTED)
+
+    def value(key, cheap):
+        return lambda wildcards, attempt: cheap if doomed(wildcards, attempt) else resources[key]
+
+    cheap = {"runtime": 1, "gpu": 0, "mem_mb": min(resources["mem_mb"], 2000)}
+    return {**resources, **{k: value(k, v) for k, v in cheap.items() if k in resources},
+            "attempt": lambda wildcards, attempt: attempt}
+
+
 def launcher(kind):
     """What starts the processes of a training or translation job (`processes` of params.yaml's `train` or
     `decode`; docs/cluster.md), as the rule's `launch` param: nothing for one; under the Slurm executor (the slurm
@@ -113,7 +151,7 @@ def launcher(kind):
         n, threads, gpu = config[kind]["processes"], config[kind]["threads"], config["cluster"][kind]["gpu"]
         if n == 1:
             return ""
-        executor = workflow.executor_plugin.name if workflow.executor_plugin is not None else ""
+        executor = executor_name()
         if "slurm" in executor or os.environ.get("SLURM_JOB_ID"):  # submitting to Slurm, or inside its job
             gpus = f"--gpus-per-task={gpu} " if gpu else ""
             return f"srun --ntasks={n} --cpus-per-task={threads} {gpus}--kill-on-bad-exit=1 "

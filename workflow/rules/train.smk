@@ -23,8 +23,8 @@ rule train:
         binarized=lambda w: binarized_prefix(w.model),
     threads: config["train"]["threads"] * config["train"]["processes"]
     resources:
-        **cluster_resources("train", config["train"]["processes"]),
-    retries: config["cluster"]["train"]["attempts"] - 1  # exit 75 after SIGTERM: resubmitted, resumes
+        **train_resources(),
+    retries: 0  # the Snakefile's onstart sets train_retries() in the process that submits jobs
     priority: lambda w: train_cost(w.model)
     conda:
         "../../envs/rnnsearch.yaml"
@@ -36,4 +36,4 @@ rule train:
         " --src-dev {input.src_dev} --tgt-dev {input.tgt_dev}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
         " --binarized {params.binarized} --out-dir results/models/{wildcards.model}/replicate{wildcards.replicate}"
-        " --log {log}"
+        " --attempt {resources.attempt} --log {log}"
