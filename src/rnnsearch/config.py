@@ -28,6 +28,11 @@ from rnnsearch.textio import InputError
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO / "workflow" / "schemas" / "params.schema.yaml"
 CONFIG_ENV = "RNNSEARCH_CONFIG"  # the workflow's --config values, for the stages it starts
+# Settings of how a job runs, like the machine it runs on: a change of one reruns no job (rerun_keys). On a GPU they
+# change only speed; on a CPU the thread count changes the rounding of matrix products, as another processor does
+# (docs/ablations.md). train_stats.json and decode_stats.json record the threads a job ran with.
+SPEED_ONLY = ("train.threads", "decode.threads")
+
 
 class ConfigError(InputError):
     """An invalid params.yaml: the message names the key and what was expected."""
@@ -260,6 +265,26 @@ def stage_params(config: dict, stage: str, model: str | None = None) -> dict[str
     from rnnsearch.stages import BY_NAME, Params
 
     return Params({k: lookup(config, k) for k in BY_NAME[stage].keys_for(model)})
+
+
+def rerun_params(config: dict, stage: str, model: str | None = None) -> dict[str, Any]:
+    """{dotted key: value} of `rerun_keys`: a rule's `params:`, so that a change of one reruns its jobs."""
+    return {k: lookup(config, k) for k in rerun_keys(config, stage, model)}
+
+
+def rerun_keys(config: dict, stage: str, model: str | None = None) -> list[str]:
+    """The keys of what `stage` reads whose change can change what it writes: its declared keys, a section that
+    holds a speed-only setting (SPEED_ONLY) split into its other keys. Snakemake's `params:` and dvc.yaml's
+    `params` take these, so that a change of threads reruns no job."""
+    from rnnsearch.stages import BY_NAME
+
+    keys = []
+    for key in BY_NAME[stage].keys_for(model):
+        if any(s.startswith(key + ".") for s in SPEED_ONLY):
+            keys += [f"{key}.{leaf}" for leaf in lookup(config, key) if f"{key}.{leaf}" not in SPEED_ONLY]
+        elif key not in SPEED_ONLY:
+            keys.append(key)
+    return keys
 
 
 def dump(files: Iterable[str | Path] | None) -> str:

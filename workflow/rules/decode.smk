@@ -44,8 +44,9 @@ rule translate_extra:
     output:
         "results/extra/{testset}/{model}.hyp",
     params:
-        decode=config["decode"],
-        norm="" if config["decode"]["length_norm"] else " --no-length-norm",
+        # the search flags: decode.threads (speed only, rcfg.SPEED_ONLY) is not among them, and reruns nothing
+        search=(f"--beam {config['decode']['beam']} --max-len-a {config['decode']['max_len_a']} --max-len-b "
+                f"{config['decode']['max_len_b']}" + ("" if config["decode"]["length_norm"] else " --no-length-norm")),
         punct="" if config["tokenize"]["normalize_punctuation"] else " --no-normalize-punctuation",
         langs=f"--src-lang {SRC} --tgt-lang {TGT}",
     threads: config["decode"]["threads"]
@@ -57,5 +58,4 @@ rule translate_extra:
         "results/logs/translate_extra/{testset}/{model}.log",
     shell:
         "rnnsearch translate --checkpoint {input.checkpoint} --input {input.src} --output {output}"
-        " --beam {params.decode[beam]} --max-len-a {params.decode[max_len_a]} --max-len-b {params.decode[max_len_b]}"
-        "{params.norm}{params.punct} {params.langs} --log {log}"
+        " {params.search}{params.punct} {params.langs} --log {log}"
