@@ -35,7 +35,8 @@ from .forks import ForkServer, forked_snakemake, snakemake
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 TOOLS = ("snakemake", "dvc", "rnnsearch")
 DVC_COMMANDS = {("repro",), ("exp", "run"), ("exp", "show"), ("status",), ("push",), ("pull",), ("commit",),
-                ("metrics", "show"), ("plots", "show"), ("plots", "diff"), ("remote", "add"), ("remote", "modify")}
+                ("metrics", "show"), ("metrics", "diff"), ("plots", "show"), ("plots", "diff"), ("remote", "add"),
+                ("remote", "modify"), ("exp", "apply")}
 
 
 @dataclass(frozen=True)

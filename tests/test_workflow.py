@@ -176,20 +176,26 @@ def test_changing_one_model_reruns_only_what_depends_on_it(workspace: Path):
 DATA_JOBS = {"corpus", "shard", "tokenize", "tokenize_shard", "clean", "gather", "filter", "count", "vocab", "data_report"}
 
 
-@pytest.mark.parametrize("overlay", ["empty", "decode", "copy", "variant"])
+@pytest.mark.parametrize("overlay", ["empty", "threads", "decode", "copy", "variant"])
 def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, tmp_path: Path, overlay: str):
     """The same change as an edit of params.yaml or as a --configfile overlay plans the same jobs: a job's rerun
     depends on the values of the keys its stage reads, never on which files gave them. A copy of params.yaml
-    with decode.beam changed (its nulls restated) is such an overlay."""
+    with decode.beam changed (its nulls restated) is such an overlay. Thread counts (config.SPEED_ONLY) rerun
+    nothing, as an overlay or on the command line."""
     path = tmp_path / "overlay.yaml"
     copy = yaml.safe_load((workspace / "params.yaml").read_text())
     copy["decode"]["beam"] = 2
     assert copy["peer"]["python"] is None
-    path.write_text({"empty": "{}\n", "decode": "decode: {beam: 2}\n", "copy": yaml.safe_dump(copy, sort_keys=False),
+    path.write_text({"empty": "{}\n", "threads": "train: {threads: 8}\ndecode: {threads: 4}\n",
+                     "decode": "decode: {beam: 2}\n", "copy": yaml.safe_dump(copy, sort_keys=False),
                      "variant": "models:\n  rnnsearch-50b: {arch: rnnsearch, train_max_len: 50, n: 12}\n"}[overlay])
     dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2", "--configfile", str(path)], workspace)
-    if overlay == "empty":
+    if overlay in ("empty", "threads"):
         assert "Nothing to be done" in dry.stdout + dry.stderr
+        if overlay == "threads":
+            dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2", "--config", "train={threads: 8}",
+                      "decode={threads: 4}"], workspace)
+            assert "Nothing to be done" in dry.stdout + dry.stderr
         return
     counts = job_counts(dry.stdout)
     assert not DATA_JOBS & set(counts)
@@ -232,6 +238,10 @@ def test_dvc_repro_gives_the_same_results_and_tracks_params(dvc_workspace: Path,
     status = sh([str(BIN / "dvc"), "status"], workspace).stdout
     stages = set(re.findall(r"^(\S+):$", status, re.M))
     assert stages == {"train_rnnencdec-30", "report"}, status  # the report prints every param
+    changed = yaml.safe_load(original)
+    changed["train"]["threads"], changed["decode"]["threads"] = 8, 4  # speed only: no stage changes
+    params.write_text(yaml.safe_dump(changed, sort_keys=False))
+    assert "up to date" in sh([str(BIN / "dvc"), "status"], workspace).stdout
     params.write_text(original)
 
 
@@ -287,10 +297,34 @@ def test_dvc_push_and_pull_through_the_default_remote(dvc_workspace: Path):
         assert (workspace / f).read_bytes() == data, f
 
 
+def test_queued_decoding_experiments_rerun_only_decoding_and_what_follows(dvc_workspace: Path):
+    """docs/ablations.md's grid: with dvc.lock committed, experiments of decode.beam queued and run together rerun
+    no training (nor any data stage): translate, score, tables, figures and report only. `dvc exp show
+    --only-changed` then shows the changed parameter and the headline metrics, nothing else."""
+    workspace = dvc_workspace
+    sh(["git", "add", "-A"], workspace)
+    sh(["git", "commit", "-qm", "results of dvc repro"], workspace)  # dvc.lock with it
+    for beam in (1, 2):
+        sh([str(BIN / "dvc"), "exp", "run", "--queue", "-S", f"decode.beam={beam}"], workspace)
+    run = sh([str(BIN / "dvc"), "exp", "run", "--run-all"], workspace)
+    experiments = run.stdout.split("Reproducing experiment")[1:]
+    assert len(experiments) == 2, run.stdout
+    for log in experiments:
+        ran = set(re.findall(r"Running stage '([^']+)'", log))
+        assert {f"translate_{m}" for m in DVC_MODELS} <= ran, log
+        assert ran <= {f"{s}_{m}" for s in ("translate", "score") for m in DVC_MODELS} | {"tables", "figures",
+                                                                                          "report"}, log
+    show = sh([str(BIN / "dvc"), "exp", "show", "--only-changed", "--drop", "results/", "--csv"], workspace).stdout
+    columns = set(next(csv.reader(io.StringIO(show))))  # the files' hashes dropped, as docs/ablations.md shows
+    assert "decode.beam" in columns and {c for c in columns if "." in c} <= {"decode.beam"} | {
+        f"{m}.{k}" for m in DVC_MODELS for k in ("All", "No UNK")}, sorted(columns)
+    sh([str(BIN / "dvc"), "exp", "remove", "--all-commits"], workspace)
+
+
 def test_dvc_exp_run_is_an_ablation_of_one_model(dvc_workspace: Path):
     workspace = dvc_workspace
     sh(["git", "add", "dvc.lock"], workspace)
-    sh(["git", "commit", "-qm", "lock"], workspace)
+    sh(["git", "commit", "--allow-empty", "-qm", "lock"], workspace)  # the queued test above committed it
     run = sh([str(BIN / "dvc"), "exp", "run", "-S", "models.rnnencdec-30.max_updates=5"], workspace)
     ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
     # figures reruns only if the model's scores changed (with 5 or 12 updates the tiny model may score the same)
@@ -299,8 +333,12 @@ def test_dvc_exp_run_is_an_ablation_of_one_model(dvc_workspace: Path):
                    "report"}, run.stdout
     show = sh([str(BIN / "dvc"), "exp", "show", "--csv"], workspace).stdout
     rows = list(csv.DictReader(io.StringIO(show)))
-    updates = [r["results/models/rnnencdec-30/replicate1/train_stats.json:updates"] for r in rows if r["typ"] == "branch_base"]
+    updates = [r["models.rnnencdec-30.max_updates"] for r in rows if r["typ"] == "branch_base"]
     assert updates == ["5"], show[:2000]
+    # the headline metrics (results/tables/metrics.json: each model's BLEU, All and No UNK) and nothing else
+    metrics = {c for c in rows[0] if c.endswith((".All", ".No UNK"))}
+    assert metrics == {f"{m}.{k}" for m in DVC_MODELS for k in ("All", "No UNK")}, sorted(rows[0])
+    assert not [c for c in rows[0] if ".json:" in c], sorted(rows[0])  # no other file's metrics (file:key)
 
 
 def test_dvc_exp_run_sets_the_number_of_replicates(dvc_workspace: Path):

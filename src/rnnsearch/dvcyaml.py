@@ -26,10 +26,12 @@ from pathlib import Path
 
 import yaml
 
+from rnnsearch.config import rerun_keys
 from rnnsearch.stages import STAGES, stage_of_rule
 from rnnsearch.textio import InputError, atomic_path
 
-METRICS = ("results/scores/", "train_stats.json", "decode_stats.json", "results/data/vocab.json")
+METRICS = ("results/tables/metrics.json",)  # the headline: Table 1's BLEU per model; the other JSONs are outs
+FIGURE2 = "results/figures/bleu_by_length_models.csv"  # Figure 2 for `dvc plots show`: a column per model
 # Plots for `dvc plots show`: data series with their axes, and the pipeline's own figures as images.
 PLOT_AXES = {
     "learning_curve.tsv": {"x": "update", "y": "train_nll", "title": "training NLL per sentence"},
@@ -42,7 +44,8 @@ HEADER = """\
 # Regenerate after changing workflow/rules or a param that changes the set of jobs (the `models` list,
 # `figures.alignment_samples`); `dvc repro` then runs exactly what `snakemake` runs. Stages read params.yaml,
 # so `dvc exp run -S key=value` works for every other key, `replicates` included (the train, translate and
-# score stages run each model's replicates in turn). Metrics and plots: replicate 1's training.
+# score stages run each model's replicates in turn). Metrics: Table 1's BLEU per model (results/tables/
+# metrics.json); plots: Figure 2 and the training curves of replicate 1.
 """
 
 
@@ -104,15 +107,15 @@ def stage_of(job, all_replicates: set[str]) -> dict:
     # the rules list the stage's source modules as inputs
     stage["deps"] = sorted({_replicated(f) if REPLICATE.sub("/replicate1", f) in all_replicates else f
                             for f in map(str, job.input)})
-    keys = stage_of_rule(name).keys_for(model)
+    keys = rerun_keys(job.rule.workflow.config, stage_of_rule(name).name, model)  # all but speed-only settings
     if keys or looped:
         stage["params"] = keys + (["replicates"] if looped and "replicates" not in keys else [])
     outs, metrics, plots = [], [], []
     for o in sorted(map(str, job.output)):
         if looped:
             folder = _replicated(o)
-            if folder not in outs + metrics:
-                (metrics if _is(o, METRICS) and o.endswith(".json") and name != "train" else outs).append(folder)
+            if folder not in outs:
+                outs.append(folder)
         elif _is(o, METRICS):
             metrics.append(o)
         elif _is(o, PLOTS) or (o.startswith("results/figures/") and o.endswith(".png")):
@@ -144,10 +147,12 @@ def render(jobs) -> str:
     jobs = [j for j in jobs if str(j.wildcards_dict.get("replicate", 1)) == "1"]
     jobs = sorted(jobs, key=lambda j: (STAGES.index(stage_of_rule(j.rule.name)), j.rule.name, stage_name(j)))
     train = [j for j in jobs if j.rule.name == "train"]
-    dvc = {"stages": {stage_name(j): stage_of(j, all_replicates) for j in jobs},
-           "metrics": sorted(str(f) for j in train for f in j.output if _is(str(f), METRICS)),
-           "plots": [_plot(str(f), j.wildcards_dict["model"]) for j in train for f in sorted(map(str, j.output))
-                     if _is(f, PLOTS)]}
+    models = [j.wildcards_dict["model"] for j in train]
+    dvc = {"stages": {stage_name(j): stage_of(j, all_replicates) for j in jobs},  # the tables stage's metrics
+           "plots": [{FIGURE2: {"x": "bucket", "y": models, "title": "Figure 2: tokenized BLEU by source length "
+                                "(mean over replicates)"}},
+                     *(_plot(str(f), j.wildcards_dict["model"]) for j in train for f in sorted(map(str, j.output))
+                       if _is(f, PLOTS))]}
     return HEADER + yaml.safe_dump(dvc, sort_keys=False, width=100)
 
 

@@ -40,6 +40,7 @@ rule tables:
             caption="../report/table2.rst",
             category="Tables",
         ),
+        "results/tables/metrics.json",  # the headline metrics of DVC (Table 1's BLEU means)
     params:
         stage=stage_params("tables"),
         scores=replicate_patterns("results/scores/{model}/replicate{replicate}.json"),
@@ -68,6 +69,7 @@ rule figures:
             caption="../report/figure2.rst",
             category="Figures",
         ),
+        "results/figures/bleu_by_length_models.csv",  # Figure 2's means, a column per model: `dvc plots show`
         report(
             expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
             caption="../report/figure3.rst",

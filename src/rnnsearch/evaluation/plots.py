@@ -137,6 +137,9 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
     df = bleu_by_length_table(scores)
     with atomic_path(out / "bleu_by_length.csv") as tmp:
         df.to_csv(tmp, index=False)
+    with atomic_path(out / "bleu_by_length_models.csv") as tmp:  # `dvc plots show`: one column per model
+        df.pivot_table(index="bucket", columns="model", values="bleu", sort=False)[list(archs)].reset_index().to_csv(
+            tmp, index=False)
     figure2(df, archs, out / "bleu_by_length")
 
     src_tok, hyp_tok = read_lines(src_tok_path), read_lines(hyp_tok_path)

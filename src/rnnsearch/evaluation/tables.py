@@ -9,7 +9,7 @@ import pandas as pd
 
 from rnnsearch.evaluation.replicates import by_model, mean_sd, shown, welch_p
 from rnnsearch.evaluation.score import check_aligned
-from rnnsearch.textio import InputError, atomic_path, read_json, read_lines
+from rnnsearch.textio import InputError, atomic_path, read_json, read_lines, write_json_atomic
 
 
 def _write(numbers: pd.DataFrame, display: pd.DataFrame, stem: Path, notes: list[str]) -> None:
@@ -168,3 +168,14 @@ def run_tables(score_files: list[str], stats_files: list[str], hyp_files: list[s
         table1_replicates(groups, p).to_csv(tmp, index=False)
     numbers, display, notes2 = table2(by_model([read_json(f) for f in stats_files]))
     _write(numbers, display, out / "table2", notes2)
+    write_json_atomic(out / "metrics.json", headline(groups))
+
+
+def headline(groups: dict[str, list[dict]]) -> dict:
+    """The metrics `dvc exp show` and `dvc metrics diff` show (dvc.yaml declares no other): each model's tokenized
+    BLEU, All and No UNK, the mean over its replicates, to two decimals as Table 1 shows them."""
+    def mean(runs: list[dict], key: str) -> float | None:
+        values = [s[key] for s in runs if s[key] is not None]
+        return round(mean_sd(values)[0], 2) if values else None
+
+    return {m: {"All": mean(runs, "bleu_tok_all"), "No UNK": mean(runs, "bleu_tok_nounk")} for m, runs in groups.items()}
