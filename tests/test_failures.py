@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -72,6 +73,79 @@ def test_a_binarized_set_of_another_shortlist_or_a_changed_text_stops_training(d
     assert f"{tmp_path / 'train'}.json: stale against {tmp_path / 'train.fr'}" in err
 
 
+def _damage(d: Path, name: str, change) -> None:
+    """`d`'s link to a binarized file replaced by a copy of it changed in place by `change` (on a numpy array)."""
+    target = d / name
+    array = np.fromfile(target.resolve(), dtype=np.int64 if name.endswith(".idx") else np.uint8)
+    target.unlink()
+    change(array.reshape(-1, 2) if name.endswith(".idx") else array)
+    array.tofile(target)
+
+
+@pytest.mark.parametrize("case", ["source offset past the end", "target offset past the end", "offsets falling",
+                                  "id outside the shortlist"])
+def test_a_damaged_binarized_set_stops_training_naming_the_file(data: Path, tmp_path: Path, case: str):
+    """A corrupt index or id file (a failing disk, an interrupted copy, a stray edit): checked when training maps
+    it, before the first update; the error names the file, the pair and what was expected, nothing is written."""
+    d = _with_train(data, tmp_path)
+    header = json.loads((data / "train.json").read_text())
+    tokens = header["src"]["tokens"]
+    if case == "source offset past the end":
+        _damage(d, "train.idx", lambda o: o.__setitem__((7, 0), tokens + 100))
+        expected = f"{d / 'train.idx'}: the src offset in row 8 of {header['pairs'] + 1} is {tokens + 100}, outside"
+    elif case == "target offset past the end":
+        _damage(d, "train.idx", lambda o: o.__setitem__((-1, 1), header["tgt"]["tokens"] + 1))
+        expected = f"{d / 'train.idx'}: the tgt offset in row {header['pairs'] + 1} of {header['pairs'] + 1} is"
+    elif case == "offsets falling":
+        _damage(d, "train.idx", lambda o: o.__setitem__((5, 0), o[4, 0] - 1))
+        expected = f"{d / 'train.idx'}: the src offsets in rows 5 and 6 fall"
+    else:
+        _damage(d, "train.tgt.bin", lambda ids: ids.__setitem__(10, 255))  # uint8 ids, a 153-word shortlist
+        expected = f"{d / 'train.tgt.bin'}: id 255 at position 10 (pair"
+    err = _refused(d, tmp_path / "out")
+    assert expected in err and "rerun the binarize stage" in err, err
+
+
+def test_binarize_on_a_full_disk_names_the_file_and_leaves_no_temporary(data: Path, tmp_path: Path):
+    """A write that fails (the file size limit standing in for a full disk) is reported for the file being
+    written, with nothing under the final names; a rerun removes what a killed run left (its temporaries)."""
+    out = tmp_path / "bin" / "train"
+    cmd = [sys.executable, "-m", "rnnsearch.cli", "binarize", "--src", data / "train.en", "--tgt", data / "train.fr",
+           "--src-vocab", data / "vocab.en.tsv", "--tgt-vocab", data / "vocab.fr.tsv", "--out", out]
+    size = (data / "train.src.bin").stat().st_size
+    assert size > 5_000  # the first of the three files written past the limit
+    proc = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: _limit_file_size(5_000))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{out}.src.bin: cannot write (File too large)" in proc.stderr, proc.stderr
+    assert not list(out.parent.iterdir())  # no final name, no temporary
+    # what a run killed while writing leaves: atomic_path's temporaries, then the rerun
+    for name in ("train.src.bin", "train.idx", "train.json"):
+        (out.parent / f".{name}.k1ll3d.tmp").write_bytes(b"partial")
+    (out.parent / ".other.k1ll3d.tmp").write_bytes(b"not binarize's")
+    subprocess.run(list(map(str, cmd)), check=True, capture_output=True, timeout=300)
+    assert sorted(p.name for p in out.parent.iterdir()) == [".other.k1ll3d.tmp", "train.idx", "train.json",
+                                                             "train.src.bin", "train.tgt.bin"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_device_cuda_without_cuda_stops_naming_the_key(data: Path, reference: Path, tmp_path: Path):
+    """train.device and decode.device `cuda` where CUDA is not (a GPU request lost on a cluster): the stage stops
+    before any work, naming the key and `auto`, which falls back to the CPU."""
+    d = _with_train(data, tmp_path, device="cuda")
+    err = _refused(d, tmp_path / "out")
+    assert "train.device: cuda, but CUDA is not available here" in err and "set train.device: auto" in err, err
+    params = yaml.safe_load((d / "params.yaml").read_text())
+    params["train"]["device"], params["decode"]["device"] = "auto", "cuda"
+    (tmp_path / "decode.yaml").write_text(yaml.safe_dump(params))
+    out = tmp_path / "translations"
+    proc = rnnsearch("translate", "--params", str(tmp_path / "decode.yaml"), "--checkpoint", str(reference), "--src",
+                     str(data / "dev.en"), "--ref", str(data / "dev.fr"), "--src-vocab", str(data / "vocab.en.tsv"),
+                     "--tgt-vocab", str(data / "vocab.fr.tsv"), "--out-dir", str(out))
+    assert proc.returncode == 2 and "decode.device: cuda, but CUDA is not available here" in proc.stderr, proc.stderr
+    assert not out.exists() or not list(out.iterdir())
+
+
 @pytest.mark.slow
 def test_a_diverging_training_stops_and_writes_no_model(data: Path, tmp_path: Path):
     d = _with_train(data, tmp_path, optimizer="adadelta", lr=1e6)  # the paper's optimizer, as in params.yaml
@@ -113,9 +187,9 @@ def test_a_damaged_checkpoint_gives_way_to_the_newest_readable_one(data: Path, r
     assert all(torch.equal(final[k], ref[k]) for k in ref)
 
 
-def _limit_file_size():
+def _limit_file_size(size: int = 60_000):
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
-    resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 
 
 @pytest.mark.slow

@@ -21,6 +21,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rnnsearch.textio import InputError
+
 if TYPE_CHECKING:
     import torch
 
@@ -52,9 +54,11 @@ def keep_freed_memory() -> bool:
     return ok
 
 
-def resolve_device(name: str) -> "torch.device":
-    """`auto` takes CUDA when there is one; `cuda` without a usable GPU, or a GPU allocated by the scheduler
-    (CUDA_VISIBLE_DEVICES set) that CUDA cannot use, falls back to the CPU and says so."""
+def resolve_device(name: str, key: str) -> "torch.device":
+    """The device params.yaml's `key` (train.device, decode.device) names. `auto` takes CUDA when there is one, and
+    falls back to the CPU where there is none, saying so where the scheduler allocated a GPU (CUDA_VISIBLE_DEVICES
+    set) that CUDA cannot use; `cuda` without a usable GPU stops: a lost GPU request would otherwise train for weeks
+    on the CPU."""
     import torch
 
     if name == "cpu":
@@ -62,9 +66,13 @@ def resolve_device(name: str) -> "torch.device":
     if torch.cuda.is_available():
         return torch.device("cuda")
     allocated = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    if name == "cuda" or allocated not in ("", "-1"):
-        log.warning("a GPU was requested (device %s, CUDA_VISIBLE_DEVICES=%r) but CUDA is not available here: "
-                    "running on the CPU", name, allocated)
+    if name == "cuda":
+        raise InputError(f"{key}: cuda, but CUDA is not available here (torch {torch.__version__}, "
+                         f"CUDA_VISIBLE_DEVICES={allocated or 'unset'}); check the job's GPU request, or set {key}: "
+                         "auto, which falls back to the CPU")
+    if allocated not in ("", "-1"):
+        log.warning("%s: %s, and a GPU was allocated (CUDA_VISIBLE_DEVICES=%r), but CUDA is not available here: "
+                    "running on the CPU", key, name, allocated)
     return torch.device("cpu")
 
 

@@ -71,7 +71,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     except OSError as e:
-        if e.errno in _WRITE_ERRNOS or tmp is None or e.filename in (tmp, str(path)):
+        if e.filename in (tmp, str(path)) or (e.filename is None and (e.errno in _WRITE_ERRNOS or tmp is None)):
             raise WriteError(f"{path}: cannot write ({e.strerror or e}); nothing was written under this name"
                              ) from None
         raise

@@ -37,7 +37,7 @@ def run_bench_search(arch: str, size: str, src: str, ref: str, beams: list[int],
         raise InputError(f"--precision {precision!r}: expected fp32 or tf32 (decoding has no bf16 path)")
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
-    device = resolve_device(device_name)
+    device = resolve_device(device_name, "--device")
     set_tf32(device, precision)
     sizes = TRAIN_SIZES[size]
     K = sizes["vocab"] + 3

@@ -190,7 +190,7 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
     keep_freed_memory()  # as every stage does (cli.main); this also runs in a spawned process
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
-    device = resolve_device(device_name)
+    device = resolve_device(device_name, "--device")
     set_tf32(device, precision)
     sizes = TRAIN_SIZES[size]
     K = sizes["vocab"] + 3  # the shortlist plus <pad>, </s>, [UNK]

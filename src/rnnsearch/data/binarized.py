@@ -113,12 +113,8 @@ def _write(texts: tuple[Path, Path], vocabs: tuple[Vocab, Vocab], files: dict[st
             offsets.extend(ends)
             pairs += 1
             if len(offsets) >= 1 << 18:
-                for buf, out in zip((*bufs, offsets), outs):
-                    buf.tofile(out)
-                    del buf[:]
-        for buf, out in zip((*bufs, offsets), outs):
-            buf.tofile(out)
-            out.close()
+                _flush((*bufs, offsets), outs)
+        _flush((*bufs, offsets), outs, close=True)
         sizes = [Path(tmp[k]).stat().st_size for k in (*SIDES, "idx")]
     sides = {}
     for k, (side, text) in enumerate(zip(SIDES, texts)):
@@ -126,6 +122,27 @@ def _write(texts: tuple[Path, Path], vocabs: tuple[Vocab, Vocab], files: dict[st
         sides[side] = {"text": str(text), "text_sha256": digests[k].hexdigest(), "text_bytes": st.st_size,
                        "text_mtime_ns": st.st_mtime_ns, "tokens": ends[k], "bin_bytes": sizes[k]}
     return {**sides, "pairs": pairs, "idx_bytes": sizes[2]}
+
+
+def _flush(bufs: Sequence[array], outs: Sequence, close: bool = False) -> None:
+    """Each buffer appended to its file (and emptied); an error of the write (a full disk) names that file, so
+    that its atomic_path, not another's, reports it."""
+    for buf, out in zip(bufs, outs):
+        try:
+            buf.tofile(out)
+            if close:
+                out.close()
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, out.name) from None
+        del buf[:]
+
+
+def _remove_temporaries(files: dict[str, Path]) -> None:
+    """The temporary files an earlier run of these outputs left when it was killed (atomic_path's names:
+    `.<name>.<random>.tmp` beside each file)."""
+    for f in files.values():
+        for tmp in f.parent.glob(f".{f.name}.*.tmp"):
+            tmp.unlink(missing_ok=True)
 
 
 def run_binarize(src: str, tgt: str, src_vocab: str, tgt_vocab: str, out: str) -> dict:
@@ -136,6 +153,7 @@ def run_binarize(src: str, tgt: str, src_vocab: str, tgt_vocab: str, out: str) -
     dtype = id_dtype(max(map(len, vocabs)))
     files["header"].parent.mkdir(parents=True, exist_ok=True)
     files["header"].unlink(missing_ok=True)  # no header beside half-written arrays
+    _remove_temporaries(files)
     header = {"format": FORMAT, "dtype": dtype, **_write((Path(src), Path(tgt)), vocabs, files, dtype)}
     for side, path, vocab in zip(SIDES, vocab_paths, vocabs):
         header[side].update(vocab=str(path), vocab_sha256=vocab_sha256(path), vocab_size=len(vocab))
@@ -185,7 +203,39 @@ def load(prefix: str | Path, texts: tuple[str, str], vocabs: tuple[str, str]) ->
     offsets = np.memmap(files["idx"], dtype=np.int64, mode="r", shape=(header["pairs"] + 1, 2))
     ids = tuple(np.memmap(files[s], dtype=header["dtype"], mode="r") if header[s]["tokens"] else
                 np.zeros(0, header["dtype"]) for s in SIDES)
+    for k, side in enumerate(SIDES):
+        _check_offsets(offsets[:, k], header[side]["tokens"], side, files["idx"])
+        _check_ids(ids[k], offsets[:, k], header[side]["vocab_size"], files[side], header[side]["vocab"])
     return TokenPairs(ids, offsets)
+
+
+def _check_offsets(o: np.ndarray, tokens: int, side: str, idx: Path) -> None:
+    """One side's offsets (the N + 1 rows of the index): from 0, never falling, none past the side's `tokens` ids,
+    the last at it; else an InputError naming the index and the first row that breaks the rule."""
+    damaged = "the index is damaged: rerun the binarize stage"
+    past = np.flatnonzero(o > tokens)
+    if o[0] != 0 or past.size:
+        i = 0 if o[0] != 0 else int(past[0])
+        raise InputError(f"{idx}: the {side} offset in row {i + 1} of {len(o)} is {int(o[i])}, outside the "
+                         f"{side} side's ids (0 to {tokens}); {damaged}")
+    falls = np.flatnonzero(o[1:] < o[:-1])
+    if falls.size:
+        i = int(falls[0])
+        raise InputError(f"{idx}: the {side} offsets in rows {i + 1} and {i + 2} fall ({int(o[i])}, then "
+                         f"{int(o[i + 1])}), where pair {i + 1} starts at one and ends at the next; {damaged}")
+    if o[-1] != tokens:
+        raise InputError(f"{idx}: the {side} offsets end at {int(o[-1])}, not at the side's {tokens} ids; {damaged}")
+
+
+def _check_ids(ids: np.ndarray, o: np.ndarray, size: int, path: Path, vocab: str) -> None:
+    """Every id of one side below its shortlist's `size` (one pass over the memory map); else an InputError naming
+    the file, the position and the pair of the first id that is not."""
+    if not ids.size or int(ids.max()) < size:
+        return
+    pos = int(np.argmax(ids >= size))
+    pair = int(np.searchsorted(o, pos, side="right"))  # o[pair - 1] <= pos < o[pair]
+    raise InputError(f"{path}: id {int(ids[pos])} at position {pos} (pair {pair}) is not below the {size} words of "
+                     f"the shortlist {vocab}; the file is damaged: rerun the binarize stage")
 
 
 def training_pairs(train: tuple[str, str], vocabs: tuple[Vocab, Vocab], vocab_paths: tuple[str, str],

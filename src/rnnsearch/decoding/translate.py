@@ -41,7 +41,7 @@ def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_voc
     """Started by torchrun or srun as N processes (`decode.processes`; `rnnsearch.distributed`), each translates
     every N-th sentence on its own device and process 0 writes the whole (the others return None)."""
     world = detect()
-    device = process_device(resolve_device(decode.device), world)
+    device = process_device(resolve_device(decode.device, "decode.device"), world)
     with process_group(world, torch.device("cpu"), "translation"):  # gloo: the translations gather on process 0
         return _translate(checkpoint, src_tok_path, ref_tok_path, src_vocab_path, tgt_vocab_path, Path(out_dir),
                           decode, tgt_lang, world, device)

@@ -125,7 +125,7 @@ def alignment_scores(hyp: list[set[tuple[int, int]]], gold: list[Gold]) -> dict:
 
 def run_aer(checkpoint: str, src_tok: str, ref_tok: str, src_vocab_path: str, tgt_vocab_path: str, gold_path: str,
             fmt: str, threshold: float, batch_size: int, device_name: str, out: str) -> dict:
-    device = resolve_device(device_name)
+    device = resolve_device(device_name, "decode.device")
     state = load_checkpoint(checkpoint, device)
     model, config = model_of(state, checkpoint, device)
     if model.attention is None:

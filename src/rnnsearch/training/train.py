@@ -106,7 +106,7 @@ def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src
     updates on the same global minibatches, each process computing the gradient of its share.
     """
     world = detect()
-    device = process_device(resolve_device(train_cfg.device), world)
+    device = process_device(resolve_device(train_cfg.device, "train.device"), world)
     with _stop_on_signals() as stop, process_group(world, device):  # a SIGTERM while the data loads: update 1
         training = Training(name, model_cfg, train_cfg, seed, (src_train, tgt_train), (src_dev, tgt_dev),
                             (src_vocab_path, tgt_vocab_path), Path(out_dir), world, device, text, binarized)
@@ -124,7 +124,7 @@ class Training:
         self.name, self.cfg, self.out, self.world = name, train_cfg, out, world
         seed_everything(seed)  # the same on every process: the same initial weights and minibatches
         torch.set_num_threads(train_cfg.threads)
-        self.device = device = device or resolve_device(train_cfg.device)
+        self.device = device = device or resolve_device(train_cfg.device, "train.device")
         self.bf16 = train_cfg.precision == "bf16"  # autocast on resolve_device's cuda or cpu
         if self.bf16 and device.type == "cpu" and not native_bf16_cpu() and world.leader:
             log.warning("precision bf16: this CPU has no bf16 matrix instructions (AVX512-BF16 or AMX), so its bf16 "
