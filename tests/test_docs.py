@@ -301,3 +301,30 @@ def test_update_counts_the_docs_give_for_a_preset_are_its_own_or_dated():
                                          f"{sorted(actual)}: {sentence[:300]}"
                 checked += 1
     print(f"{checked} undated paragraphs with a preset's update counts checked")
+
+
+def test_the_cluster_time_table_agrees_with_paper_yaml_and_the_measured_gpu_speed():
+    """docs/cluster.md's table of the paper's trainings on one GPU: each model's updates are paper.yaml's, its time
+    is updates × docs/benchmarks.md's measured TF32 time per update (graphed, batch 80, H100), and paper.yaml's
+    training jobs (runtime × attempts) hold three times the longest."""
+    bench = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    per_update = {arch: float(re.search(rf"^\| {arch} \| TF32 \| 80 \| CUDA graph[^|]*\| ([\d.]+) \|", bench,
+                                        re.M).group(1)) for arch in ("RNNsearch", "RNNencdec")}
+    config = cfg.load_params([REPO / "params.yaml", REPO / "workflow" / "configs" / "paper.yaml"])
+    cluster = (REPO / "docs" / "cluster.md").read_text(encoding="utf-8")
+    job_hours = config["cluster"]["train"]["runtime"] / 60
+    rows = re.findall(r"^\| (RNN\w+-\d+\*?) \| ([^|]+) \| (?:at most )?([\d.]+) h \| (\d+) \|$", cluster, re.M)
+    assert len(rows) == len(config["models"]) == 5, rows
+    longest = 0.0
+    for label, updates, hours, jobs in rows:
+        name = label.lower().replace("*", "-star")
+        budget = cfg.train_config(config, name).max_updates
+        assert int(re.search(r"[\d,]+", updates).group(0).replace(",", "")) == budget, (label, updates)
+        expected = budget * per_update[label.split("-")[0]] / 3600
+        assert float(hours) == pytest.approx(expected, abs=0.05), (label, hours, expected)
+        assert int(jobs) == -(-expected // job_hours), (label, jobs)
+        longest = max(longest, expected)
+    assert job_hours * config["cluster"]["train"]["attempts"] >= 3 * longest
+    asks = f"{job_hours:g} hours (`runtime: {config['cluster']['train']['runtime']}`), at most " \
+           f"{config['cluster']['train']['attempts']} jobs in a chain"
+    assert asks in " ".join(cluster.split())  # what the page says one training job asks for
