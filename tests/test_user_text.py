@@ -3,7 +3,11 @@ document on one line."""
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -113,3 +117,27 @@ def test_the_tokenize_stage_reads_bom_and_nfd_as_nfc(tmp_path: Path):
     assert (tmp_path / "nfd.tok").read_bytes() == (tmp_path / "nfc.tok").read_bytes()
     run_tokenize(tmp_path / "nfd.fr", tmp_path / "kept.tok", "fr", False, unicode="none")
     assert (tmp_path / "kept.tok").read_bytes() != (tmp_path / "nfc.tok").read_bytes()
+
+
+@pytest.mark.slow
+def test_a_sentence_typed_on_a_terminal_is_answered_before_the_next(data: Path, reference: Path):
+    """`rnnsearch translate` with a terminal on stdin (a pseudo-terminal here): a hint on stderr, then each line's
+    translation printed as soon as the line is typed, not when input ends."""
+    lines = (data / "dev.en").read_text().splitlines()[:2]
+    expected = _translate(reference, ("\n".join(lines) + "\n").encode()).stdout.decode().splitlines()
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "rnnsearch.cli", "translate", "--checkpoint", str(reference)],
+                            stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(follower)
+    try:
+        for line, translation in zip(lines, expected):
+            os.write(leader, (line + "\n").encode())
+            ready, _, _ = select.select([proc.stdout], [], [], 120)
+            assert ready, f"no translation of {line!r} within 120 s of typing it"
+            assert proc.stdout.readline().decode().rstrip("\n") == translation
+        os.write(leader, b"\x04")  # Ctrl-D
+        assert proc.wait(timeout=60) == 0
+        assert "type a sentence and Enter" in proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        os.close(leader)

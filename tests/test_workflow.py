@@ -131,13 +131,17 @@ def browser() -> str | None:
 
 
 def test_html_report_renders_its_figures_in_a_browser(workspace: Path, tmp_path: Path):
-    """`snakemake --report`, then headless Chromium opens every result as a reader would (category, then the
-    eye button) and reports the images the page shows: every figure must be there and decode."""
+    """`snakemake --report` with no reStructuredText error in its captions, then headless Chromium opens every
+    result as a reader would (category, then the eye button) and reports the images the page shows: every figure
+    must be there and decode."""
+    built = sh([str(BIN / "snakemake"), "--report", "results/report.html"], workspace)
+    page = (workspace / "results/report.html").read_text(encoding="utf-8")
+    # none printed (docutils' "(ERROR/3) Undefined substitution"), none shown as a "problematic" link on the page
+    problematic = re.search(r'class=\\?"problematic', page)  # in the page's data, its quotes escaped
+    assert "ERROR/" not in built.stdout + built.stderr and not problematic, built.stderr[-2000:]
     chrome = browser()
     if chrome is None:
         pytest.skip("no chromium on this machine (.ci/run installs Debian's chromium)")
-    sh([str(BIN / "snakemake"), "--report", "results/report.html"], workspace)
-    page = (workspace / "results/report.html").read_text(encoding="utf-8")
     script = (Path(__file__).parent / "browser" / "report_check.js").read_text(encoding="utf-8")
     head, tail = page.rsplit("</body>", 1)  # the report's scripts contain "</body>" in strings: take the last
     check = tmp_path / "report_check.html"

@@ -191,10 +191,13 @@ def translate_user(checkpoint: str, input: str, output: str | None, opts: UserOp
                          "--alignment and --heatmap-dir need a model with attention")
     opts = translator.opts
     lines = read_user_lines(input, opts.unicode)
+    typed = input == "-" and sys.stdin.isatty()  # a person at a terminal: each line answered as it is typed
+    if typed:
+        print("rnnsearch translate: type a sentence and Enter; Ctrl-D ends", file=sys.stderr, flush=True)
     with atomic_path(output) if output else _stdout() as target, \
             (open(target, "w", encoding="utf-8", newline="\n") if output else _stdout_text()) as sink:
         n = 0
-        while chunk := [line for _, line in zip(range(CHUNK), lines)]:
+        while chunk := [line for _, line in zip(range(1 if typed else CHUNK), lines)]:
             for k, nbest in enumerate(translator.translate(chunk, n + 1)):
                 _emit(sink, n + k + 1, nbest, opts, alignment, heatmap_dir)
             sink.flush()
