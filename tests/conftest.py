@@ -25,7 +25,8 @@ SHARED_DATA = Path(os.environ.get("RNNSEARCH_SHARED_DATA", REPO.parent / "shared
 # go first: the two Slurm files (waiting on Slurm's queue, mostly) on two workers at once while the other two run
 # the rest.
 LONG_FIRST = ("test_slurm_timelimit.py", "test_slurm.py", "test_workflow.py", "test_peer.py", "test_multi30k.py",
-              "test_docs.py", "test_sentencepiece.py", "test_wmt14.py", "test_resume.py", "test_distributed.py")
+              "test_docs.py", "test_reruns.py", "test_sentencepiece.py", "test_wmt14.py", "test_resume.py",
+              "test_distributed.py")
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
