@@ -4,6 +4,7 @@ says what every option does; translating your own sentences prepares them as the
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -77,8 +78,10 @@ def test_split_lines_get_a_per_token_score_and_an_alignment_per_piece(data: Path
         assert float(score) < float(per_token) < 0 and len(text.split()) > 1  # summed over pieces, then per token
     assert rows[2][1:] == ["", "0.0000", "0.0000"]
     pieces = int(p.stderr.split("piece 1 of ")[1].split("]")[0])
-    assert pieces > 1 and all(f"[line 1, n-best sentence 0, piece {k} of {pieces}]" in p.stderr
-                              for k in range(1, pieces + 1))
+    assert pieces > 1 and all(f"[line 1, piece {k} of {pieces}]" in p.stderr for k in range(1, pieces + 1))
+    grid = p.stderr.split("[line 1, piece 1 of")[1].split("\n[line ")[0]
+    assert re.search(r"^\s+1 = \S", grid, re.M) and not re.search(r"^\s+0 = ", grid, re.M)  # columns from 1
+    assert "α_ij from: ' ' 0.0, '.' 0.1," in grid and "'@' 0.9" in grid  # the shades' legend
     assert "line 1" in p.stderr.split("split at sentence punctuation")[1]  # the warning numbers lines from 1 too
 
 

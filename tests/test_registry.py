@@ -33,6 +33,16 @@ def test_every_record_is_a_command_and_every_stage_a_rule():
         assert f"rnnsearch {stage.name} " in RULES[rule], f"rule {rule} does not run `rnnsearch {stage.name}`"
 
 
+def test_help_lists_the_stages_in_pipeline_order():
+    """`rnnsearch --help`: the numbered stages by their step (count, 4., after filter, 3.; data-report, 9., after
+    score, 7.), then the benchmarks and tools."""
+    listed = list(build_parser()._subparsers._group_actions[0].choices)
+    steps = [int(s.help.split(".")[0]) for s in map(stages.BY_NAME.get, listed) if s.help.split(".")[0].isdigit()]
+    assert steps == sorted(steps) and len(steps) > 15, listed
+    assert listed.index("filter") < listed.index("count") and listed.index("score") < listed.index("data-report")
+    assert all(stages.BY_NAME[n].help[0].isdigit() for n in listed[: len(steps)])  # the benchmarks come after
+
+
 def test_a_stage_reads_only_what_it_declares(tiny_config):
     from rnnsearch import config as cfg
 

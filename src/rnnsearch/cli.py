@@ -39,10 +39,17 @@ DESCRIPTION = ("Bahdanau, Cho & Bengio (2015), from raw parallel text to Table 1
                "the pipeline as a command (Snakemake and DVC run them; `rnnsearch <stage> --help` for one).")
 
 
+def _pipeline_order(stage) -> int:
+    """Where `rnnsearch --help` lists a stage: by the step number its help starts with ("4. …"), the benchmarks
+    and tools (no number) after the pipeline, each group in the registry's order (sorted is stable)."""
+    number = stage.help.split(".", 1)[0]
+    return int(number) if number.isdigit() else 100
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rnnsearch", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="stage", required=True, metavar="<stage>")
-    for stage in STAGES:
+    for stage in sorted(STAGES, key=_pipeline_order):
         p = sub.add_parser(stage.name, help=stage.help, description=stage.help,
                            formatter_class=_Help)
         if stage.params:

@@ -102,11 +102,13 @@ SHADES = " .:-=+*#%@"  # α from 0 to 1, for alignments drawn as text
 
 
 def alignment_text(alpha, src: list[str], hyp: list[str]) -> str:
-    """α as a character grid: one row per generated word, one column per source word (0 ' ' … 1 '@')."""
+    """α as a character grid: one row per generated word, one column per source word numbered from 1, the source
+    words and the shades' legend below (' ' for α under 0.1, … '@' for 0.9 and over)."""
     width = max(map(len, hyp))
-    lines = [" " * (width + 1) + " ".join(f"{j:>2}" for j in range(len(src)))]
+    lines = [" " * (width + 1) + " ".join(f"{j:>2}" for j in range(1, len(src) + 1))]
     for word, row in zip(hyp, alpha.tolist()):
         cells = " ".join(" " + SHADES[min(int(a * len(SHADES)), len(SHADES) - 1)] for a in row)
         lines.append(f"{word:>{width}} {cells}")
-    lines += [f"{' ' * width} {j:>2} = {w}" for j, w in enumerate(src)]
-    return "\n".join(lines)
+    lines += [f"{' ' * width} {j:>2} = {w}" for j, w in enumerate(src, 1)]
+    legend = ", ".join(f"'{c}' {k / len(SHADES):.1f}" for k, c in enumerate(SHADES))
+    return "\n".join(lines + [f"{' ' * width} α_ij from: {legend}"])

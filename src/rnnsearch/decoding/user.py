@@ -215,8 +215,7 @@ def _emit(sink, i: int, nbest: list[Row], opts: UserOptions, alignment: bool, he
         sink.write(nbest[0].text + "\n")
     pieces_ = nbest[0].pieces
     for k, (src, out, alpha) in enumerate(pieces_, 1):
-        name = f"line {i}" + (f", n-best sentence {i - 1}" if opts.n_best > 1 else "") + \
-            (f", piece {k} of {len(pieces_)}" if len(pieces_) > 1 else "")
+        name = f"line {i}" + (f", piece {k} of {len(pieces_)}" if len(pieces_) > 1 else "")  # from 1, as a reader counts
         if alignment:
             from rnnsearch.decoding.translate import alignment_text
 
