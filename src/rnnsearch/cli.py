@@ -157,13 +157,21 @@ def last_exit(history: Path) -> int | None:
     return None
 
 
+def failed_for_good(history: Path) -> int | None:
+    """The exit status of the last job logged in `history` where running the job again repeats it (a setting, a
+    traceback, a diverged run); None after a success, a stop by a signal (EXIT_INTERRUPTED: Slurm's time limit) or
+    a job killed without a word (no status logged), which a rerun can take further."""
+    status = last_exit(history)
+    return None if status in (None, 0, EXIT_INTERRUPTED) else status
+
+
 def _not_retried(args: argparse.Namespace, history: Path | None) -> str | None:
-    """A retry of a training (Snakemake's --attempt ≥ 2) after a failure that a rerun repeats: why it stops. Snakemake retries any failure; only a training stopped by a signal (status EXIT_INTERRUPTED, Slurm's time
-    limit) or killed without a word (no status logged) can go further by running again."""
+    """A retry of a training (Snakemake's --attempt ≥ 2) after a failure that running again repeats: why it stops.
+    Snakemake retries any failure (workflow/rules/common.smk: train_retries)."""
     if args.stage != "train" or args.attempt == 1 or history is None:
         return None
-    status = last_exit(history)
-    if status in (None, 0, EXIT_INTERRUPTED):
+    status = failed_for_good(history)
+    if status is None:
         return None
     return (f"attempt {args.attempt} of this training not run: the last attempt failed with exit status {status}, "
             f"which running again repeats (see {history}); fix the cause, then rerun snakemake")

@@ -115,23 +115,22 @@ def train_retries():
     through, and Ctrl-C stops Snakemake too. The executor is known once the run starts (the Snakefile's `onstart`
     sets this on the rule), not while the rules are read; the rule's own `retries: 0` holds in the Snakemake inside
     each Slurm job, which would otherwise run a failed training again within its job (onstart does not run there).
-    Snakemake retries whatever failed: a training's next attempt
-    after a failure that running again repeats (a bad setting, a traceback, a diverged run) stops at once
-    (`rnnsearch train --attempt`), asking Slurm for a minute and no GPU (train_resources)."""
+    Snakemake retries whatever failed: a training's next attempt after a failure that running again repeats (a bad
+    setting, a traceback, a diverged run) stops at once (`rnnsearch train --attempt`), asking Slurm for a minute and
+    no GPU (train_resources)."""
     return config["cluster"]["train"]["attempts"] - 1 if executor_name() == "slurm" else 0
 
 
 def train_resources():
     """cluster_resources("train"), each a function of Snakemake's attempt: a retry after a failure that repeats
     itself asks for one minute and no GPU, only to stop (train_retries)."""
-    from rnnsearch.cli import last_exit
-    from rnnsearch.textio import EXIT_INTERRUPTED
+    from rnnsearch.cli import failed_for_good
 
     resources = cluster_resources("train", config["train"]["processes"])
 
     def doomed(wildcards, attempt):
         log = Path(f"results/models/{wildcards.model}/replicate{wildcards.replicate}/train.log")
-        return attempt > 1 and last_exit(log) not in (None, 0, EXIT_INTERRUPTED)
+        return attempt > 1 and failed_for_good(log) is not None
 
     def value(key, cheap):
         return lambda wildcards, attempt: cheap if doomed(wildcards, attempt) else resources[key]
