@@ -179,11 +179,11 @@ def _not_retried(args: argparse.Namespace, history: Path | None) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    refused = _not_retried(args, history_log(args))  # from the history's last job, before this one's lines
-    follower = args.stage in ("train", "translate") and _rank() > 0
-    if follower:  # several processes (rnnsearch.distributed): process 0 writes the log; the others warn on stderr
-        args.log = None
     history = history_log(args)
+    refused = _not_retried(args, history)  # from the history's last job, before this one's lines
+    follower = args.stage in ("train", "translate") and _rank() > 0
+    if follower:  # several processes (rnnsearch.distributed): process 0 writes the logs; the others warn on stderr
+        args.log = history = None
     _setup_logging(getattr(args, "log", None), quiet=_user_translate(args) or follower, history=history)
     log = logging.getLogger("rnnsearch")
     job = os.environ.get("SLURM_JOB_ID", "(not Slurm)")

@@ -56,6 +56,18 @@ def file_mode() -> int:
     return 0o666 & ~_umask()
 
 
+def _temporary_name(path: Path) -> tuple[str, str]:
+    """The prefix and suffix of atomic_path's temporary files beside `path`: `.<name>.<random>.tmp`."""
+    return f".{path.name}.", ".tmp"
+
+
+def leftover_temporaries(path: str | os.PathLike) -> list[Path]:
+    """The temporary files of atomic_path writes of `path` that never finished (a killed process leaves them)."""
+    path = Path(path)
+    prefix, suffix = _temporary_name(path)
+    return sorted(path.parent.glob(f"{prefix}*{suffix}"))
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` (with the umask's mode, as `open()` would
@@ -65,7 +77,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        prefix, suffix = _temporary_name(path)
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=path.parent)
         os.close(fd)
         yield Path(tmp)
         os.chmod(tmp, file_mode())

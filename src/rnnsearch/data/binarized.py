@@ -31,7 +31,8 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from rnnsearch.data.vocab import Vocab, spm_path
-from rnnsearch.textio import InputError, atomic_path, iter_lines, read_json, read_parallel, write_json_atomic
+from rnnsearch.textio import (InputError, atomic_path, iter_lines, leftover_temporaries, read_json, read_parallel,
+                              write_json_atomic)
 
 FORMAT = "rnnsearch-binarized-pairs/2"
 SIDES = ("src", "tgt")
@@ -137,14 +138,6 @@ def _flush(bufs: Sequence[array], outs: Sequence, close: bool = False) -> None:
         del buf[:]
 
 
-def _remove_temporaries(files: dict[str, Path]) -> None:
-    """The temporary files an earlier run of these outputs left when it was killed (atomic_path's names:
-    `.<name>.<random>.tmp` beside each file)."""
-    for f in files.values():
-        for tmp in f.parent.glob(f".{f.name}.*.tmp"):
-            tmp.unlink(missing_ok=True)
-
-
 def run_binarize(src: str, tgt: str, src_vocab: str, tgt_vocab: str, out: str) -> dict:
     """The binarize stage: `src`/`tgt` (a tokenized training set) encoded with the shortlists into `out`.*."""
     start, files = time.perf_counter(), paths(out)
@@ -153,7 +146,8 @@ def run_binarize(src: str, tgt: str, src_vocab: str, tgt_vocab: str, out: str) -
     dtype = id_dtype(max(map(len, vocabs)))
     files["header"].parent.mkdir(parents=True, exist_ok=True)
     files["header"].unlink(missing_ok=True)  # no header beside half-written arrays
-    _remove_temporaries(files)
+    for tmp in (t for f in files.values() for t in leftover_temporaries(f)):  # of a killed run of these outputs
+        tmp.unlink(missing_ok=True)
     header = {"format": FORMAT, "dtype": dtype, **_write((Path(src), Path(tgt)), vocabs, files, dtype)}
     for side, path, vocab in zip(SIDES, vocab_paths, vocabs):
         header[side].update(vocab=str(path), vocab_sha256=vocab_sha256(path), vocab_size=len(vocab))

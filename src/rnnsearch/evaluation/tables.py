@@ -164,18 +164,18 @@ def run_tables(score_files: list[str], stats_files: list[str], hyp_files: list[s
         p = replicate_p_values(groups, hyps, refs, samples)
     numbers, display, notes1 = table1(groups, p, samples)
     _write(numbers, display, out / "table1", notes1)
+    write_json_atomic(out / "metrics.json", headline(numbers))
     with atomic_path(out / "table1_replicates.csv") as tmp:
         table1_replicates(groups, p).to_csv(tmp, index=False)
     numbers, display, notes2 = table2(by_model([read_json(f) for f in stats_files]))
     _write(numbers, display, out / "table2", notes2)
-    write_json_atomic(out / "metrics.json", headline(groups))
 
 
-def headline(groups: dict[str, list[dict]]) -> dict:
+def headline(table1_numbers: pd.DataFrame) -> dict:
     """The metrics `dvc exp show` and `dvc metrics diff` show (dvc.yaml declares no other): each model's tokenized
-    BLEU, All and No UNK, the mean over its replicates, to two decimals as Table 1 shows them."""
-    def mean(runs: list[dict], key: str) -> float | None:
-        values = [s[key] for s in runs if s[key] is not None]
-        return round(mean_sd(values)[0], 2) if values else None
+    BLEU, All and No UNK, Table 1's mean over its replicates, to two decimals as Table 1 shows them (none: null)."""
+    def two_decimals(value) -> float | None:
+        return None if pd.isna(value) else round(float(value), 2)
 
-    return {m: {"All": mean(runs, "bleu_tok_all"), "No UNK": mean(runs, "bleu_tok_nounk")} for m, runs in groups.items()}
+    return {row["Model"]: {"All": two_decimals(row["All (tokenized BLEU)"]),
+                           "No UNK": two_decimals(row["No UNK (tokenized BLEU)"])} for _, row in table1_numbers.iterrows()}
