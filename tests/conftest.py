@@ -73,7 +73,7 @@ def pytest_terminal_summary(terminalreporter):
     PyTorch's CPU kernels use (README's test times name it)."""
     import torch
 
-    from rnnsearch.bench.data import cpu_name
+    from rnnsearch.runtime import cpu_name
 
     cpuinfo = Path("/proc/cpuinfo")
     avx512 = "yes" if cpuinfo.exists() and " avx512f" in cpuinfo.read_text() else "no"

@@ -83,3 +83,15 @@ def test_the_data_report_says_why_the_corpus_stage_dropped_pairs(files, tmp_path
              "tgt_words": 12}
     row = _steps(stats, [clean], {})[0]
     assert row["step"] == "corpus (raw training text)" and row["dropped"] == 1 and row["detail"] == "empty side 1"
+
+
+def test_the_length_histograms_say_what_they_do_not_draw(tmp_path):
+    """lengths.png draws 0-100 tokens: WMT's long tail is counted in the title rather than cut silently."""
+    from rnnsearch.data.report import _cut, _plot
+
+    h = {"train.en": {5: 10, 120: 2, 300: 1}, "train.fr": {6: 12, 140: 1}, "dev.en": {5: 3}, "dev.fr": {7: 3},
+         "test.en": {5: 3}, "test.fr": {6: 3}}
+    assert _cut(h, "train", ("en", "fr")) == "\nnot drawn: over 100 tokens (en 3, fr 1), up to 300"
+    assert _cut(h, "dev", ("en", "fr")) == ""
+    _plot(h, "en", "fr", str(tmp_path / "lengths.png"))
+    assert (tmp_path / "lengths.png").stat().st_size > 1000

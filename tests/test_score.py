@@ -134,8 +134,9 @@ def test_table3_of_the_report_takes_figures_long_min_len():
     lines = table3(src, ref, {"m": ["h1", "h2", "h3", "h4"]}, 25)
     assert [x for x in lines if x.startswith("**Sentence")] == ["**Sentence 1** (26 words)", "**Sentence 3** (28 words)"]
     assert "- m: h3" in lines
+    assert lines[2].startswith("The first 2 test sentences of 25 or more source words, in the order of the test file")
     lines = table3(src, ref, {"m": ["h1", "h2", "h3", "h4"]}, 40, k=2)
-    assert "No test sentence has 40 or more source words (`figures.long_min_len`); the 2 longest instead." in lines
+    assert "No test sentence has 40 or more source words (`figures.long_min_len`); the 2 longest instead, with each model's output as scored." in lines
     assert [x for x in lines if x.startswith("**Sentence")] == ["**Sentence 1** (26 words)", "**Sentence 3** (28 words)"]
 
 
@@ -148,3 +149,14 @@ def test_a_system_of_the_baselines_bleu_gets_p_one_and_the_note_says_how_to_read
     nothing = ["x y z"] * 30
     p = paired_bootstrap(["base", "same", "good"], [nothing, list(nothing), refs], refs, 100)
     assert p["same"] == 1.0 and p["good"] == pytest.approx(1 / 101)
+
+
+def test_figures_and_tables_show_the_papers_names_and_a_users_own_keys():
+    from rnnsearch.evaluation.names import paper_name
+
+    assert [paper_name(k, a) for k, a in (("rnnencdec-30", "rnnencdec"), ("rnnsearch-50", "rnnsearch"),
+                                          ("rnnsearch-50-star", "rnnsearch"))] == \
+        ["RNNencdec-30", "RNNsearch-50", "RNNsearch-50*"]
+    # a user's own model keeps its key; so does a paper key set to another architecture (the name would lie)
+    assert paper_name("luong-50", "luong") == "luong-50" and paper_name("rnnsearch-50", "rnnencdec") == "rnnsearch-50"
+    assert paper_name("my-rnnsearch-50", "rnnsearch") == "my-rnnsearch-50"

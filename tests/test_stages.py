@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from rnnsearch.cli import main
+from rnnsearch.runtime import cpu_name
 from rnnsearch.textio import InputError, read_lines
 
 from .conftest import REPO
@@ -146,11 +147,23 @@ def test_score_tables_figures_report(run: Path):
     assert "sacreBLEU" in (run / "tables/table1.md").read_text()
     t2 = pd.read_csv(run / "tables/table2.csv")
     assert list(t2["Updates"]) == [12, 12]
+    # As shown: the paper's names (the CSVs keep the config keys), minutes for trainings under an hour, the CPU's name
+    shown1 = (run / "tables/table1.md").read_text().splitlines()
+    assert shown1[0].split("|")[1].strip() == "Model" and "p vs RNNencdec-30" in shown1[0]
+    assert [r.split("|")[1].strip() for r in shown1[2:4]] == ["RNNencdec-30", "RNNsearch-50"]
+    shown2 = (run / "tables/table2.md").read_text().splitlines()
+    assert "Minutes" in shown2[0] and "Hours" not in shown2[0]
+    minutes = shown2[0].split("|").index(next(c for c in shown2[0].split("|") if "Minutes" in c))
+    assert float(shown2[2].split("|")[minutes]) == pytest.approx(t2["Hours"][0] * 60, abs=0.006)
+    assert f"CPU: {cpu_name()}" in shown2[2]
     for f in ("bleu_by_length.png", "bleu_by_length.pdf", "bleu_by_length.csv", "alignment_a.png", "alignment_b.png",
               "alignment_long.png"):
         assert (run / "figures" / f).stat().st_size > 1000 or f.endswith(".csv")
     report = (run / "report.md").read_text()
-    assert "Table 1" in report and "alignment_a.png" in report and "rnnsearch-50" in report
+    assert "Table 1" in report and "alignment_a.png" in report and "## Figure 3: alignments of RNNsearch-50" in report
+    assert "(a) test sentence 1 (`figures.alignment_sentence`); (b) a sentence of 3–30 source words" in report
+    assert "- RNNencdec-30: " in report and "- rnnencdec-30: " not in report
+    assert "The first 3 test sentences of 10 or more source words, in the order of the test file" in report
     aer = json.loads((run / "scores/aer.json").read_text())
     assert aer["sentences"] == 80 and 0 <= aer["argmax"]["aer"] <= 1 and aer["argmax"]["sure"] > 0
     assert "## Alignment error rate of rnnsearch-50" in report and f"{aer['argmax']['aer']:.3f}" in report
@@ -191,7 +204,9 @@ def test_figure3_a_is_the_configured_sentence(run: Path, tmp_path: Path, capsys,
                str(run / "tr/rnnsearch-50/test.hyp.tok"), "--nounk", str(run / "tr/rnnsearch-50/nounk.json")]
     (tmp_path / "fig.yaml").write_text("figures: {alignment_sentence: 5}\n")
     assert main([*figures, *PARAMS, "--params", str(tmp_path / "fig.yaml"), "--out-dir", str(tmp_path)]) == 0
-    assert drawn["alignment_a.png"] == "(a) test sentence 5" and drawn["alignment_b.png"] != "(b) test sentence 5"
+    words = len(read_lines(run / "tok/test.en")[4].split())
+    assert drawn["alignment_a.png"] == f"(a) RNNsearch-50: test sentence 5, {words} words"
+    assert "test sentence 5," not in drawn["alignment_b.png"] and drawn["alignment_long.png"].startswith("(c) RNNsearch-50: test sentence ")  # 1 drawn: (b)
     assert "WARNING" not in capsys.readouterr().err  # every figure as asked: nothing to say
 
     # A small test set (a user's own corpus) has no sentence as asked: the figures fall back and say so. The
@@ -202,7 +217,7 @@ def test_figure3_a_is_the_configured_sentence(run: Path, tmp_path: Path, capsys,
     assert main([*figures, *PARAMS, "--params", str(tmp_path / "fig.yaml"), "--out-dir", str(tmp_path)]) == 0
     err = capsys.readouterr().err
     assert "'figures.alignment_sentence' 81 is not a line of" in err and "(80 sentences)" in err
-    assert "Figure 3 (a) shows sentence 1 instead" in err and drawn["alignment_a.png"] == "(a) test sentence 1"
+    assert "Figure 3 (a) shows sentence 1 instead" in err and drawn["alignment_a.png"].startswith("(a) RNNsearch-50: test sentence 1, ")
     assert "Figure 3 (b…) shows" in err and "sentence(s) of 29-30 words without unknown words" in err
     assert "alignment_long.png shows 1 of other lengths: the test set has 0 sentence(s) of 1000-1000000" in err
     assert sorted(drawn) == ["alignment_a.png", "alignment_b.png", "alignment_c.png", "alignment_d.png",

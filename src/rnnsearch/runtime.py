@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import platform
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +32,18 @@ log = logging.getLogger("rnnsearch.runtime")
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
 _M_MMAP_MAX = -4
 _done = False
+
+
+def cpu_name() -> str:
+    """The processor's model name (/proc/cpuinfo), e.g. "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"; where
+    there is none (macOS, an emulator), the architecture."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def keep_freed_memory() -> bool:

@@ -27,6 +27,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from rnnsearch.runtime import cpu_name
 from rnnsearch.textio import atomic_path, read_lines, write_json_atomic
 
 WMT14_WORDS = {"lium": 348_000_000, "full": 850_000_000}  # §4.1, per language side (see the module docstring)
@@ -41,16 +42,6 @@ def in_fresh_process(fn, *args) -> dict:
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far, in MB (Linux reports KiB)."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _tokenize(path: str, lang: str, pretokenized: bool) -> dict:

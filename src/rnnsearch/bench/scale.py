@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from rnnsearch.bench.data import cpu_name
+from rnnsearch.runtime import cpu_name
 from rnnsearch.bench.peak import proc_mb
 from rnnsearch.textio import atomic_path, read_json, write_json_atomic
 

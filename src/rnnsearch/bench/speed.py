@@ -13,7 +13,8 @@ import time
 
 import torch
 
-from rnnsearch.bench.data import cpu_name, in_fresh_process, peak_rss_mb
+from rnnsearch.bench.data import in_fresh_process, peak_rss_mb
+from rnnsearch.runtime import cpu_name
 from rnnsearch.checkpoint import load_model
 from rnnsearch.data.vocab import Vocab
 from rnnsearch.decoding.search import translate_ids

@@ -148,6 +148,9 @@ def _binarized(header: dict) -> dict:
             "bytes": header["src"]["bin_bytes"] + header["tgt"]["bin_bytes"] + header["idx_bytes"]}
 
 
+_SHOWN = 100  # lengths.png draws 0-100 tokens; the titles count the sentences beyond
+
+
 def _plot(histograms: dict, src: str, tgt: str, out_png: str) -> None:
     import matplotlib
 
@@ -161,15 +164,26 @@ def _plot(histograms: dict, src: str, tgt: str, out_png: str) -> None:
             total = sum(h.values()) or 1
             xs = sorted(h)
             ax.plot(xs, [100 * h[x] / total for x in xs], label=lang, lw=1.2)
-        ax.set_title(f"{split} ({sum(histograms[f'{split}.{src}'].values()):,} sentences)")
+        ax.set_title(f"{split} ({sum(histograms[f'{split}.{src}'].values()):,} sentences)" + _cut(histograms, split,
+                                                                                               (src, tgt)))
         ax.set_xlabel("tokens per sentence")
-        ax.set_xlim(0, 100)
+        ax.set_xlim(0, _SHOWN)
     axes[0].set_ylabel("% of sentences")
     axes[0].legend()
     fig.tight_layout()
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
+
+
+def _cut(histograms: dict, split: str, langs: tuple[str, str]) -> str:
+    """What the plot of a split leaves out: its sentences longer than _SHOWN tokens, per language, and the longest."""
+    beyond = {lang: sum(n for x, n in histograms[f"{split}.{lang}"].items() if int(x) > _SHOWN) for lang in langs}
+    if not any(beyond.values()):
+        return ""
+    longest = max(int(x) for lang in langs for x in histograms[f"{split}.{lang}"])
+    counts = ", ".join(f"{lang} {n:,}" for lang, n in beyond.items())
+    return f"\nnot drawn: over {_SHOWN} tokens ({counts}), up to {longest}"
 
 
 def _markdown(report: dict, src: str, tgt: str, png: Path, md: Path) -> str:

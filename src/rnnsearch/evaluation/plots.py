@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from rnnsearch.evaluation.names import paper_name  # noqa: E402
 from rnnsearch.evaluation.replicates import by_model  # noqa: E402
 from rnnsearch.textio import InputError, atomic_path, read_json, read_lines  # noqa: E402
 
@@ -61,13 +62,15 @@ def _center(lo, hi) -> float:
 
 
 def figure2(df: pd.DataFrame, archs: dict[str, str], out_stem: Path) -> None:
-    """One curve per model, the mean over its replicates; RNNsearch solid, RNNencdec dashed (as in the paper);
-    shaded: ± 1 sd across replicates (two or more), else the bootstrap 95% interval."""
+    """One curve per model, the mean over its replicates, labelled with the paper's name; RNNsearch solid,
+    RNNencdec dashed (as in the paper); shaded: ± 1 sd across replicates (two or more), else the bootstrap 95%
+    interval."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     replicates = int(df.groupby("model")["replicate"].nunique().min())
     for model, g in df.groupby("model", sort=False):
         x, mean, low, high = _curve(g)
-        (line,) = ax.plot(x, mean, _STYLE.get(archs.get(model, ""), "-"), marker="o", label=model)
+        (line,) = ax.plot(x, mean, _STYLE.get(archs.get(model, ""), "-"), marker="o",
+                         label=paper_name(model, archs.get(model)))
         if low is not None:
             ax.fill_between(x, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
     labels = df.drop_duplicates("bucket")
@@ -159,18 +162,20 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
     long, long_note = pick_alignment_sentences(src_tok, nounk, set(alphas), fig_cfg["long_min_len"], 10**6, 1, seed)
     if long_note:
         log.warning("figures: alignment_long.png shows %s ('figures.long_min_len')", long_note)
+    model = paper_name(fig_cfg["alignment_model"], archs.get(fig_cfg["alignment_model"]))
+    letters = "abcdefghijklmnopqrstuvwxyz"[: len(chosen) + 2]
     written = []
-    for letter, i in [*zip("abcdefghijklmnopqrstuvwxyz", [fixed, *chosen]), ("long", long[0])]:
+    for letter, i in zip(letters, [fixed, *chosen, long[0]]):
         src = units.get(f"src.{i}", src_tok[i].split() + ["</s>"])
         hyp = units.get(f"hyp.{i}", hyp_tok[i].split() + ["</s>"])
         alpha = alphas[i]
         if alpha.shape != (len(hyp), len(src)):
             raise InputError(f"{attention}: matrix {i} has shape {alpha.shape}, expected {(len(hyp), len(src))} "
                              f"from {hyp_tok_path} and {src_tok_path}")
-        path = out / f"alignment_{letter}.png"
-        title = f"({letter}) test sentence {i + 1}" if letter != "long" else f"a long test sentence ({i + 1})"
+        path = out / f"alignment_{'long' if letter == letters[-1] else letter}.png"
+        title = f"({letter}) {model}: test sentence {i + 1}, {len(src_tok[i].split())} words"
         if "[UNK]" in " ".join(hyp) or (i not in nounk and letter != "a"):
-            title += " (with [UNK])"
+            title += ", with [UNK]"
         alignment_figure(alpha, src, hyp, title, path)
         written.append(str(path))
     return written

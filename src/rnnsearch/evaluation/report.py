@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from rnnsearch.evaluation.names import paper_names
 from rnnsearch.evaluation.replicates import by_model, mean_sd, shown
 from rnnsearch.textio import atomic_path, read_json, read_lines
 
@@ -40,14 +41,31 @@ def table3(src: list[str], ref: list[str], hyps: dict[str, list[str]], min_len: 
     with each model's translation; where there are none, the k longest, saying so."""
     lines = ["## Table 3: translations of long test sentences", ""]
     chosen = long_sentence_examples(src, min_len, k)
-    if not chosen:
+    if chosen:
+        lines += [f"The first {len(chosen)} test sentences of {min_len} or more source words, in the order of the "
+                  "test file (`figures.long_min_len`; no choice by score), with each model's output as scored.", ""]
+    else:
         chosen = sorted(sorted(range(len(src)), key=lambda i: -len(src[i].split()))[:k])
         lines += [f"No test sentence has {min_len} or more source words (`figures.long_min_len`); the "
-                  f"{len(chosen)} longest instead.", ""]
+                  f"{len(chosen)} longest instead, with each model's output as scored.", ""]
     for i in chosen:
         lines += [f"**Sentence {i + 1}** ({len(src[i].split())} words)", "", f"- Source: {src[i]}",
                   f"- Reference: {ref[i]}", *(f"- {m}: {h[i]}" for m, h in hyps.items()), ""]
     return lines
+
+
+def figure3_caption(fig: dict, model: str, several: bool) -> list[str]:
+    """Figure 3's heading and caption: which sentences its panels show and how to read them."""
+    k = fig["alignment_samples"]
+    drawn, long = "abcdefghijklmnopqrstuvwxyz"[1: k + 1], "abcdefghijklmnopqrstuvwxyz"[k + 1]
+    panels = f"({drawn[0]}–{drawn[-1]})" if k > 1 else f"({drawn})"
+    return [f"## Figure 3: alignments of {model}" + (" (replicate 1)" if several else ""), "",
+            f"The weights α_ij of {model}'s attention as it translated: (a) test sentence "
+            f"{fig['alignment_sentence']} (`figures.alignment_sentence`); {panels} "
+            f"{'sentences' if k > 1 else 'a sentence'} of {fig['alignment_min_len']}–{fig['alignment_max_len']} "
+            f"source words without unknown words, and ({long}) one of {fig['long_min_len']} or more "
+            "(`figures.long_min_len`), drawn from the seed. Source words (and </s>) across, generated words down; "
+            "black is 0, white is 1. Each title gives the sentence's line in the test file and its length.", ""]
 
 
 def sample_sentences(n: int, seed: int, k: int) -> list[int]:
@@ -59,9 +77,10 @@ def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, align
                src_raw: str, ref_raw: str, hyp_files: dict[str, str], out: str, aer_file: str | None = None) -> None:
     out_path = Path(out)
     base = out_path.parent
-    groups = by_model([read_json(f) for f in score_files])
+    scores = [read_json(f) for f in score_files]
+    groups, names = by_model(scores), paper_names(scores)
     src, ref = read_lines(src_raw), read_lines(ref_raw)
-    hyps = {m: read_lines(p) for m, p in hyp_files.items()}
+    hyps = {names.get(m, m): read_lines(p) for m, p in hyp_files.items()}
     lines = ["# rnnsearch: results of this run", "",
              "Reproduction of Bahdanau, Cho & Bengio (2015), *Neural Machine Translation by Jointly Learning to "
              "Align and Translate*, on the corpus configured in `params.yaml` "
@@ -72,13 +91,13 @@ def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, align
     several = any(len(runs) > 1 for runs in groups.values())
     lines += ["Tokenized BLEU per source-length bucket " + ("(mean ± sd over replicates; one replicate: "
               "[bootstrap 95% interval])." if several else "[bootstrap 95% interval]."), ""]
-    header = "| bucket | " + " | ".join(groups) + " |"
+    header = "| bucket | " + " | ".join(names[m] for m in groups) + " |"
     lines += [header, "|" + "---|" * (len(groups) + 1)]
     for j, b in enumerate(next(iter(groups.values()))[0]["by_length"]):
         cells = [_bleu_cell(runs, j) for runs in groups.values()]
         lines.append(f"| {b['bucket']} ({b['sentences']} sent.) | " + " | ".join(cells) + " |")
-    lines += ["", "## Figure 3: alignments of " + params["figures"]["alignment_model"]
-              + (" (replicate 1)" if several else ""), ""]
+    lines += ["", *figure3_caption(params["figures"], names.get(params["figures"]["alignment_model"],
+                                                               params["figures"]["alignment_model"]), several)]
     lines += [f"![{Path(a).stem}]({_rel(a, base)})" for a in alignments]
     if aer_file:
         aer = read_json(aer_file)

@@ -4,9 +4,11 @@ each model's mean ± sd over its replicates."""
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import fmean
 
 import pandas as pd
 
+from rnnsearch.evaluation.names import paper_names
 from rnnsearch.evaluation.replicates import by_model, mean_sd, shown, welch_p
 from rnnsearch.evaluation.score import check_aligned
 from rnnsearch.textio import InputError, atomic_path, read_json, read_lines, write_json_atomic
@@ -64,18 +66,20 @@ def table1_replicates(groups: dict[str, list[dict]], p: dict) -> pd.DataFrame:
                          for m, runs in groups.items() for r, s in enumerate(runs)])
 
 
-def table1(groups: dict[str, list[dict]], p: dict | None = None,
-           samples: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def table1(groups: dict[str, list[dict]], p: dict | None = None, samples: int = 0,
+           names: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """Table 1, one row per model: the mean of each BLEU over its replicates and (for two or more) the sample
     standard deviation (the `sd` columns); with bootstrap p-values, the largest over replicates; with three or more
     replicates of the model and of the baseline, Welch's t-test of their All BLEU across seeds. Returns the numbers,
-    the table as shown (mean ± sd) and its notes."""
+    the table as shown (mean ± sd, models by `names`: the paper's) and its notes."""
     baseline = next(iter(groups))
+    name = (names or {}).get
+    shown_base = name(baseline, baseline)
     welch = all(len(runs) >= 3 for runs in groups.values())
     several = any(len(runs) > 1 for runs in groups.values())
     rows, display = [], []
     for m, runs in groups.items():
-        row, show = {"Model": m, "Replicates": len(runs)}, {"Model": m}
+        row, show = {"Model": m, "Replicates": len(runs)}, {"Model": name(m, m)}
         if several:
             show["Replicates"] = len(runs)
         for col, key in BLEU_COLUMNS.items():
@@ -88,11 +92,11 @@ def table1(groups: dict[str, list[dict]], p: dict | None = None,
         if p:
             found = [p[(m, r)] for r in range(len(runs)) if (m, r) in p]
             row[f"p vs {baseline}"] = max(found) if found else None
-            show[f"p vs {baseline}"] = f"{max(found):.4f}" if found else "–"
+            show[f"p vs {shown_base}"] = f"{max(found):.4f}" if found else "–"
         if welch:
             a, b = [s["bleu_tok_all"] for s in runs], [s["bleu_tok_all"] for s in groups[baseline]]
             row[f"Welch p vs {baseline}"] = welch_p(a, b) if m != baseline else None
-            show[f"Welch p vs {baseline}"] = f"{row[f'Welch p vs {baseline}']:.4f}" if m != baseline else "–"
+            show[f"Welch p vs {shown_base}"] = f"{row[f'Welch p vs {baseline}']:.4f}" if m != baseline else "–"
         rows.append(row)
         display.append(show)
     signatures = sorted({s["sacrebleu_signature"] for runs in groups.values() for s in runs})
@@ -104,14 +108,14 @@ def table1(groups: dict[str, list[dict]], p: dict | None = None,
         notes.append("Mean ± sample standard deviation over each model's replicates (trainings with seeds seed, "
                      "seed + 1, …; params.yaml's `replicates`); every replicate in table1_replicates.csv.")
     if p:
-        notes.append(f"p vs {baseline}: sacreBLEU's paired bootstrap resampling ({samples} samples) of tokenized BLEU "
-                     f"on All sentences against {baseline}, the first model of params.yaml's `models`"
+        notes.append(f"p vs {shown_base}: sacreBLEU's paired bootstrap resampling ({samples} samples) of tokenized BLEU "
+                     f"on All sentences against {shown_base} (`{baseline}`), the first model of params.yaml's `models`"
                      + (", replicate against replicate of the same index: the largest p" if len(groups[baseline]) > 1
                         else "") + ". The test is two-sided (its statistic is the absolute BLEU difference): a small p "
                      f"says the two differ, the BLEU columns say which is ahead; its smallest value is "
                      f"1/{samples + 1} = {1 / (samples + 1):.4f}; a model of exactly the baseline's BLEU has p = 1.")
     if welch:
-        notes.append(f"Welch p vs {baseline}: Welch's t-test (two-sided) of All tokenized BLEU across replicates.")
+        notes.append(f"Welch p vs {shown_base}: Welch's t-test (two-sided) of All tokenized BLEU across replicates.")
     return pd.DataFrame(rows), pd.DataFrame(display), notes
 
 
@@ -119,14 +123,19 @@ TABLE2_MEANS = {"Updates": "updates", "Epochs": "epochs", "Hours": "hours", "Tra
                 "Dev NLL": "dev_nll", "Dev BLEU": "dev_bleu", "Selected update": "selected_update"}
 
 
-def table2(groups: dict[str, list[dict]]) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """Table 2, one row per model: each learning statistic's mean (and sd) over the replicates."""
+def table2(groups: dict[str, list[dict]],
+           names: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Table 2, one row per model: each learning statistic's mean (and sd) over the replicates. Shown (not in
+    the CSV) in minutes where every model trained for under an hour, else in hours; models by `names`."""
+    minutes = all(fmean(s["hours"] for s in runs) < 1 for runs in groups.values())
     rows, display = [], []
     for m, runs in groups.items():
-        row, show = {"Model": m, "Replicates": len(runs)}, {"Model": m}
+        row, show = {"Model": m, "Replicates": len(runs)}, {"Model": (names or {}).get(m, m)}
         for col, key in TABLE2_MEANS.items():
             mean, sd = mean_sd([s[key] for s in runs])
             row[col], row[col + " sd"] = mean, sd
+            if key == "hours" and minutes:
+                col, mean, sd = "Minutes", mean * 60, None if sd is None else sd * 60
             show[col] = shown(mean, sd, 0 if key in ("updates", "selected_update") else 2)
         for col, value in (("Device", " / ".join(dict.fromkeys(s["device"] for s in runs))),
                            ("Early stop", f"{sum(s['early_stopped'] for s in runs)} of {len(runs)}" if len(runs) > 1
@@ -162,12 +171,13 @@ def run_tables(score_files: list[str], stats_files: list[str], hyp_files: list[s
             hyps[id(s)] = read_lines(f)
             check_aligned(f, hyps[id(s)], ref_tok, refs)
         p = replicate_p_values(groups, hyps, refs, samples)
-    numbers, display, notes1 = table1(groups, p, samples)
+    numbers, display, notes1 = table1(groups, p, samples, paper_names(scores))
     _write(numbers, display, out / "table1", notes1)
     write_json_atomic(out / "metrics.json", headline(numbers))
     with atomic_path(out / "table1_replicates.csv") as tmp:
         table1_replicates(groups, p).to_csv(tmp, index=False)
-    numbers, display, notes2 = table2(by_model([read_json(f) for f in stats_files]))
+    stats = [read_json(f) for f in stats_files]
+    numbers, display, notes2 = table2(by_model(stats), paper_names(stats))
     _write(numbers, display, out / "table2", notes2)
 
 

@@ -4,11 +4,11 @@ names of its device and durations in the log."""
 from __future__ import annotations
 
 import logging
-import platform
 from pathlib import Path
 
 import torch
 
+from rnnsearch.runtime import cpu_name
 from rnnsearch.textio import write_lines_atomic
 
 log = logging.getLogger("rnnsearch.train")
@@ -43,7 +43,7 @@ def live(path: Path, resume: bool = False):
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"CPU ({platform.processor() or platform.machine()})"
+    return f"CPU: {cpu_name()}"
 
 
 def hms(seconds: float) -> str:
