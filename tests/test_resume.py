@@ -267,6 +267,36 @@ def test_a_lowered_max_updates_trains_again_to_the_new_budget(data: Path, refere
     assert (aside / "model.pt").read_bytes() == reference.read_bytes()
 
 
+def test_docs_max_updates_rules_raising_a_finished_training_and_lowering_an_unfinished_one(data: Path,
+                                                                                        reference: Path,
+                                                                                        tmp_path: Path):
+    """docs/training.md, "Changing max_updates", with the default lr_decay 0.5. Raised over a finished training
+    (UPDATES → 150): moved aside and trained from scratch, since the old schedule fell from update 51. Lowered
+    under an unfinished one (a checkpoint at update 90, budget 60): exit 2 naming both, the folder untouched."""
+    params = yaml.safe_load((data / "params.yaml").read_text())
+    assert params["train"]["lr_decay"] == 0.5
+    raised = tmp_path / "raised"
+    shutil.copytree(reference.parent, raised)
+    params["models"]["rnnsearch-50"]["max_updates"] = 150
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    train(data, raised, tmp_path / "params.yaml")
+    stats = json.loads((raised / "train_stats.json").read_text())
+    assert stats["updates"] == 150 and [(r["start"], r["end"]) for r in stats["runs"]] == [(0, 150)]
+    (aside,) = raised.glob("replaced-*")
+    assert (aside / "model.pt").read_bytes() == reference.read_bytes()
+    assert f"train.max_updates: {UPDATES} in the checkpoint, 150 now" in (raised / "train.log").read_text()
+
+    lowered = tmp_path / "lowered"
+    lowered.mkdir()
+    shutil.copy(reference.parent / "checkpoint-000000090.pt", lowered / "checkpoint.pt")  # a run stopped at update 90
+    params["models"]["rnnsearch-50"]["max_updates"] = 60
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    proc = train(data, lowered, tmp_path / "params.yaml", check=False)
+    assert proc.returncode == 2 and "train.max_updates: 60 now, the checkpoint is at update 90" in proc.stderr
+    assert sorted(p.name for p in lowered.iterdir()) == ["checkpoint.pt", "train.log"]
+    assert (lowered / "checkpoint.pt").read_bytes() == (reference.parent / "checkpoint-000000090.pt").read_bytes()
+
+
 def test_max_updates_forbids_resuming_only_where_the_step_sizes_depend_on_it():
     """With lr_decay, max_updates sets the step size of every update past the start of the fall: a checkpoint
     resumes under another max_updates only while both schedules still hold the full lr."""
