@@ -190,6 +190,11 @@ def tiny_dag(tmp_path_factory) -> Path:
                       lambda ws: run(["snakemake", "--cores", "2"], repo_copy(ws, {"replicates": 2})))
 
 
+def browser() -> str | None:
+    """Headless Chromium's command where it is installed (.ci/run installs Debian's chromium)."""
+    return next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
 def dag_copy(dag: Path, dest: Path, overrides: dict | None = None) -> Path:
     """A copy of a built DAG in `dest` (times kept, so Snakemake finds its outputs up to date), with `overrides`
     merged into its params.yaml."""

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from .conftest import REPO, dag_copy, repo_copy
+from .conftest import REPO, browser, dag_copy, repo_copy
 from .conftest import run as sh  # a command of this environment in a workspace
 
 MODELS = ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")
@@ -126,10 +126,6 @@ def test_config_on_the_command_line_sets_replicates_and_reaches_the_stages(works
     assert yaml.safe_load(merged)["replicates"] == 3
 
 
-def browser() -> str | None:
-    return next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
-
-
 def test_html_report_renders_its_figures_in_a_browser(workspace: Path, tmp_path: Path):
     """`snakemake --report` with no reStructuredText error in its captions, then headless Chromium opens every
     result as a reader would (category, then the eye button) and reports the images the page shows: every figure
@@ -170,7 +166,7 @@ def test_changing_one_model_reruns_only_what_depends_on_it(workspace: Path):
     try:
         dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2"], workspace)
         assert job_counts(dry.stdout) == {"train": 2, "translate": 2, "score": 2, "aer": 1, "tables": 1, "figures": 1,
-                                          "report": 1, "all": 1}
+                                          "explorer": 1, "report": 1, "all": 1}
         assert "results/models/rnnsearch-50/replicate1/model.pt" in dry.stdout
         assert "results/models/rnnsearch-30/replicate1/model.pt" not in dry.stdout
     finally:
@@ -303,7 +299,7 @@ def test_dvc_push_and_pull_through_the_default_remote(dvc_workspace: Path):
 
 def test_queued_decoding_experiments_rerun_only_decoding_and_what_follows(dvc_workspace: Path):
     """docs/ablations.md's grid: with dvc.lock committed, experiments of decode.beam queued and run together rerun
-    no training (nor any data stage): translate, score, tables, figures and report only. `dvc exp show
+    no training (nor any data stage): translate, score, tables, figures, explorer and report only. `dvc exp show
     --only-changed` then shows the changed parameter and the headline metrics, nothing else."""
     workspace = dvc_workspace
     sh(["git", "add", "-A"], workspace)
@@ -317,7 +313,7 @@ def test_queued_decoding_experiments_rerun_only_decoding_and_what_follows(dvc_wo
         ran = set(re.findall(r"Running stage '([^']+)'", log))
         assert {f"translate_{m}" for m in DVC_MODELS} <= ran, log
         assert ran <= {f"{s}_{m}" for s in ("translate", "score") for m in DVC_MODELS} | {"tables", "figures",
-                                                                                          "report"}, log
+                                                                                          "explorer", "report"}, log
     show = sh([str(BIN / "dvc"), "exp", "show", "--only-changed", "--drop", "results/", "--csv"], workspace).stdout
     columns = set(next(csv.reader(io.StringIO(show))))  # the files' hashes dropped, as docs/ablations.md shows
     assert "decode.beam" in columns and {c for c in columns if "." in c} <= {"decode.beam"} | {
@@ -332,9 +328,10 @@ def test_dvc_exp_run_is_an_ablation_of_one_model(dvc_workspace: Path):
     run = sh([str(BIN / "dvc"), "exp", "run", "-S", "models.rnnencdec-30.max_updates=5"], workspace)
     ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
     # figures reruns only if the model's scores changed (with 5 or 12 updates the tiny model may score the same)
-    assert {"train_rnnencdec-30", "translate_rnnencdec-30", "score_rnnencdec-30", "tables", "report"} <= ran
+    assert {"train_rnnencdec-30", "translate_rnnencdec-30", "score_rnnencdec-30", "tables", "explorer",
+            "report"} <= ran
     assert ran <= {"train_rnnencdec-30", "translate_rnnencdec-30", "score_rnnencdec-30", "tables", "figures",
-                   "report"}, run.stdout
+                   "explorer", "report"}, run.stdout
     show = sh([str(BIN / "dvc"), "exp", "show", "--csv"], workspace).stdout
     rows = list(csv.DictReader(io.StringIO(show)))
     updates = [r["models.rnnencdec-30.max_updates"] for r in rows if r["typ"] == "branch_base"]

@@ -137,6 +137,21 @@ rule bench_data:
         "rnnsearch bench-data {params.raw} {params.pretok} --out {output.json} --md {output.md} --log {log}"
 
 
+rule bench_explorer:
+    """The explorer page at the paper's scale (3,003 generated sentences, 5 models): size, build and load time in
+    headless Chromium: `snakemake --cores 1 bench_explorer`."""
+    input:
+        code=stage_code("bench-explorer"),
+    output:
+        json="results/bench/explorer.json",
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/bench_explorer.log",
+    shell:
+        "rnnsearch bench-explorer --out {output.json} --log {log}"
+
+
 rule bench_scale:
     """The data path at millions of pairs: every data stage and training start-up (1 and 2 processes) on generated
     WMT-shaped corpora of 1M and 4M pairs, with a projection to 12M and 36M: `snakemake --cores 2 bench_scale`."""

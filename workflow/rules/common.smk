@@ -231,6 +231,7 @@ def final_outputs():
         "results/figures/bleu_by_length.csv",
         *expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
         "results/report.md",
+        "results/explorer.html",
         "results/data/report.md",
         *(["results/scores/aer.json"] if AER_GOLD else []),
         *(["results/tables/extra_tests.md"] if EXTRA_TESTS else []),

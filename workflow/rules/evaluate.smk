@@ -115,6 +115,34 @@ if AER_GOLD:
             " --log {log}"
 
 
+rule explorer:
+    input:
+        scores=expand("results/scores/{model}/replicate1.json", model=MODELS),
+        hyps=expand("results/translations/{model}/replicate1/test.hyp", model=MODELS),
+        hyps_tok=expand("results/translations/{model}/replicate1/test.hyp.tok", model=MODELS),
+        attention=expand("results/translations/{model}/replicate1/attention.npz", model=MODELS),
+        src=f"results/data/raw/test.{SRC}",
+        ref=f"results/data/raw/test.{TGT}",
+        src_tok=f"results/data/tok/test.{SRC}",
+        ref_tok=f"results/data/tok/test.{TGT}",
+        tgt_vocab=f"results/data/vocab.{TGT}.tsv",
+        figure2="results/figures/bleu_by_length.csv",
+        code=stage_code("explorer"),
+    output:
+        report("results/explorer.html", caption="../report/explorer.rst", category="Explorer"),
+    params:
+        stage=stage_params("explorer"),
+        hyp_dirs=" ".join(f"{m}=results/translations/{m}/replicate1" for m in MODELS),
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/explorer.log",
+    shell:
+        "rnnsearch explorer --scores {input.scores} --hyp-dirs {params.hyp_dirs} --src {input.src} --ref {input.ref}"
+        " --src-tok {input.src_tok} --ref-tok {input.ref_tok} --tgt-vocab {input.tgt_vocab}"
+        " --figure2 {input.figure2} --out {output} --log {log}"
+
+
 rule report:
     input:
         table1="results/tables/table1.md",
@@ -126,6 +154,7 @@ rule report:
         ref=f"results/data/raw/test.{TGT}",
         hyps=expand("results/translations/{model}/replicate1/test.hyp", model=MODELS),
         aer=["results/scores/aer.json"] if AER_GOLD else [],
+        explorer="results/explorer.html",
         code=stage_code("report"),
     output:
         "results/report.md",
@@ -141,7 +170,7 @@ rule report:
     shell:
         "rnnsearch report --table1 {input.table1} --table2 {input.table2} --figure2 {input.figure2}"
         " --alignments {input.alignments} --scores {params.scores} --src {input.src} --ref {input.ref}"
-        " --hyps {params.hyps} {params.aer} --out {output} --log {log}"
+        " --hyps {params.hyps} {params.aer} --explorer {input.explorer} --out {output} --log {log}"
 
 
 rule score_extra:

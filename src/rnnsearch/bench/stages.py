@@ -96,6 +96,14 @@ BENCH_STAGES: tuple[Stage, ...] = (
            arg("--out", required=True, help="JSON"), arg("--md", required=True, help="Markdown table"),
            arg("--work", help="a folder for the corpora (several GB at 4M pairs; default: scale-work beside --out)")),
           params=False),
+    Stage("bench-explorer", "benchmark: the explorer page at the paper's scale (generated: 3,003 sentences, 5 "
+          "models): its size, build time and load time in headless Chromium", "rnnsearch.bench.explorer:run_bench_explorer",
+          lambda f, a, p: f(a.sentences, a.loads, a.seed, a.out),
+          (arg("--sentences", type=at_least(1), default=3003, help="test sentences (newstest2014: 3,003)"),
+           arg("--loads", type=at_least(1), default=3, help="page loads timed in Chromium (the median is reported)"),
+           arg("--seed", type=int, default=1234, help="seed of the generated text and attention"),
+           arg("--out", required=True, help="JSON")),
+          params=False),
     Stage("bench-peer", "benchmark: training and fixed-length decoding side by side with JoeyNMT 2.3.0 "
           "(A, B, A, B)", "rnnsearch.bench.peer:run_bench_peer",
           lambda f, a, p: f(a.peer_script, a.peer_python, a.raw, a.datasets, a.updates, a.warmup, a.rounds,

@@ -74,7 +74,8 @@ def sample_sentences(n: int, seed: int, k: int) -> list[int]:
 
 
 def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, alignments: list[str], score_files: list[str],
-               src_raw: str, ref_raw: str, hyp_files: dict[str, str], out: str, aer_file: str | None = None) -> None:
+               src_raw: str, ref_raw: str, hyp_files: dict[str, str], out: str, aer_file: str | None = None,
+               explorer: str | None = None) -> None:
     out_path = Path(out)
     base = out_path.parent
     scores = [read_json(f) for f in score_files]
@@ -85,6 +86,9 @@ def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, align
              "Reproduction of Bahdanau, Cho & Bengio (2015), *Neural Machine Translation by Jointly Learning to "
              "Align and Translate*, on the corpus configured in `params.yaml` "
              f"(`data.source: {params['data']['source']}`).", "",
+             *([f"Every test sentence with each model's translation, its scores and its alignments: "
+                f"[the explorer]({_rel(explorer, base)}) (a page of its own; it opens from the file system).", ""]
+               if explorer else []),
              "## Table 1: BLEU on the test set", "", Path(table1_md).read_text(encoding="utf-8"),
              "## Table 2: learning statistics", "", Path(table2_md).read_text(encoding="utf-8"),
              "## Figure 2: BLEU by sentence length", "", f"![Figure 2]({_rel(figure2, base)})", ""]
