@@ -128,7 +128,8 @@ def check_rnnsearch(c: Command) -> None:
         if action.nargs == 0:
             continue
         values = [words[k - 1].split("=", 1)[1]] if "=" in words[k - 1] else []
-        while not values and k < len(words) and not words[k].startswith("--"):
+        wanted = action.nargs if isinstance(action.nargs, int) else 1 if action.nargs in (None, "?") else len(words)
+        while len(values) < wanted and k < len(words) and not words[k].startswith("--"):  # nargs="+": all of them
             values.append(words[k])
             k += 1
         if values:

@@ -18,7 +18,7 @@ from .conftest import REPO
 
 RULE_TEXT = "".join(f.read_text(encoding="utf-8") for f in sorted((REPO / "workflow" / "rules").glob("*.smk")))
 RULES = dict(re.findall(r"^\s*rule (\w+):(.*?)(?=^\s*rule \w+:|\Z)", RULE_TEXT, re.M | re.S))  # name: its text
-TOOLS = {"check-params", "dvc-yaml"}  # commands, not pipeline stages: no rule
+TOOLS = {"check-params", "dvc-yaml", "rehearse"}  # commands, not pipeline stages: no rule (rehearse runs Snakemake)
 
 
 def test_every_record_is_a_command_and_every_stage_a_rule():

@@ -9,7 +9,11 @@ import logging
 import os
 import platform
 import re
+import resource
+import resource
 import sys
+import time
+import time
 from pathlib import Path
 
 from rnnsearch import config as cfg
@@ -195,10 +199,25 @@ def main(argv: list[str] | None = None) -> int:
                  os.environ.get("SLURMD_NODENAME", "?"), os.environ.get("CUDA_VISIBLE_DEVICES"))
     if refused:
         log.error("%s", refused)
+    start = time.monotonic()
     status = 2 if refused else _run_logged(args, log)
+    log.info("rnnsearch %s: exit status %d after %.1f s; %s", args.stage, status, time.monotonic() - start,
+             peak_memory())
     if history:
         log.info("==== job %s ended: exit status %d ====", job, status)
     return status
+
+
+def peak_memory() -> str:
+    """This process's peak resident memory (and its children's, if larger) and, once it has used CUDA, its peak GPU
+    memory: the last line of every stage's log, which `rnnsearch rehearse` reads."""
+    rss = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+    said = f"peak RSS {rss:.0f} MB"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        said += (f"; peak GPU memory {torch.cuda.max_memory_allocated() / 2**20:.0f} MB allocated, "
+                 f"{torch.cuda.max_memory_reserved() / 2**20:.0f} MB reserved")
+    return said
 
 
 def _run_logged(args: argparse.Namespace, log: logging.Logger) -> int:

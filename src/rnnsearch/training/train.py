@@ -297,8 +297,9 @@ class Training:
     def validate_and_select(self) -> bool:
         """Score the dev set and keep the best state (best-<update>.pt); True when patience has run out."""
         state, update, beam = self.state, self.state.update, self.cfg.validate_beam
+        started = time.perf_counter()
         v = validate(self.model, self.dev_src, self.dev_tgt, *self.dev_lines, self.tgt_vocab, beam, self.device)
-        best = state.best  # better: a higher dev BLEU, or the same BLEU (e.g. 0 early on) and a lower NLL
+        seconds, best = time.perf_counter() - started, state.best  # better: a higher dev BLEU, or the same BLEU (e.g. 0 early on) and a lower NLL
         improved = math.isfinite(v["nll_per_sentence"]) and (  # a non-finite dev NLL is never selected
             best is None or (v["bleu"], -v["nll_per_sentence"]) > (best["bleu"], -best["nll"]))
         if improved:
@@ -308,8 +309,8 @@ class Training:
         row = {"update": update, "epoch": round(self.batches.position, 4), "dev_nll": round(v["nll_per_sentence"], 4),
                "dev_nll_per_word": round(v["nll_per_word"], 4), "dev_bleu": round(v["bleu"], 2)}
         state.validations.append(row)
-        log.info("%s update %d  dev NLL/sent %.2f  NLL/word %.3f  BLEU %.2f (beam %d)  %s", self.name, update,
-                 v["nll_per_sentence"], v["nll_per_word"], v["bleu"], beam,
+        log.info("%s update %d  dev NLL/sent %.2f  NLL/word %.3f  BLEU %.2f (beam %d) in %.1f s  %s", self.name,
+                 update, v["nll_per_sentence"], v["nll_per_word"], v["bleu"], beam, seconds,
                  "new best" if improved else f"best {state.best['bleu']:.2f} at update "
                  f"{state.best['update']}, {state.bad} without improvement")
         for k, (s, r, h) in enumerate(v["samples"], 1):

@@ -1,0 +1,246 @@
+"""`rnnsearch rehearse`: the paper's configuration (`workflow/configs/paper.yaml`) run end to end as one pipeline
+on one machine, at the paper's data scale, before a cluster run finds what breaks or runs slow.
+
+The run is paper.yaml's DAG (its models and sizes, 30,000-word shortlists, Adadelta, batch 80, beam 12) in a
+workspace of its own (`--out-dir`: a copy of the workflow, its `params.yaml` the rehearsal's merged
+configuration), with these differences and no other:
+
+- the training text: `--millions` million generated pairs, written as raw text (tokens separated by spaces), each
+  pair's two lengths those of a dev pair drawn at random, its words drawn from the tokenized dev and test text by
+  their frequency there, so that the dev and test sentences are in the shortlists and decoding behaves as on
+  real input;
+- dev and test: the user's real text, `--dev` prefixes (newstest2012 and newstest2013) and `--test`
+  (newstest2014), each `<prefix>.en` and `<prefix>.fr`; there is no default;
+- each model trains `--updates` updates and validates `--validations` times; `prepare.shards` is `--shards`
+  (default: the machine's cores).
+
+It writes `rehearsal.json` in `--out-dir`: every job's wall time and peak host memory (and GPU memory where it used
+CUDA) from the last line of its log; for each training the steady updates/s, the seconds per validation and the
+CUDA graphs recorded; for each translation the sentences/s; and a projection of the paper's full run from those
+rates: each model's paper budget at its measured rate plus a validation every `train.validate_every` of
+paper.yaml, and its test translation, on one device (one model after the other) and on five (one model each).
+On a GPU that is the paper's run on one GPU and on five; on a CPU the command is only kept working
+(tests/test_rehearsal.py)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from rnnsearch import config as cfg
+from rnnsearch.closure import REPO
+from rnnsearch.runtime import cpu_name
+from rnnsearch.textio import InputError, read_json, read_lines, write_json_atomic
+
+PIPELINE = ("Snakefile", "params.yaml", "workflow", "envs", "src/rnnsearch")
+PAPER = REPO / "workflow" / "configs" / "paper.yaml"
+CHUNK = 100_000  # generated pairs written at a time
+END = re.compile(r"rnnsearch (\S+): exit status (\d+) after ([\d.]+) s; peak RSS (\d+) MB"
+                 r"(?:; peak GPU memory (\d+) MB allocated, (\d+) MB reserved)?")
+
+
+def workspace(out: Path) -> Path:
+    """A copy of the pipeline's files in `out` (the stages' code among them: the rules list it as inputs)."""
+    for name in PIPELINE:
+        src, dest = REPO / name, out / name
+        if src.is_dir():
+            shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+    return out
+
+
+def real_text(prefixes: list[str], langs: tuple[str, str], dest: Path) -> list[tuple[str, str]]:
+    """The sentence pairs of `prefixes` (<prefix>.<lang>, line-aligned), written to dest.<lang>."""
+    pairs: list[tuple[str, str]] = []
+    for prefix in prefixes:
+        sides = []
+        for lang in langs:
+            path = Path(f"{prefix}.{lang}")
+            if not path.is_file():
+                raise InputError(f"{path}: no such file (a --dev or --test prefix names <prefix>.{langs[0]} and "
+                                 f"<prefix>.{langs[1]})")
+            sides.append(read_lines(path))
+        if len(sides[0]) != len(sides[1]):
+            raise InputError(f"{prefix}.{langs[0]} has {len(sides[0])} lines but {prefix}.{langs[1]} has "
+                             f"{len(sides[1])}: they must align")
+        pairs += zip(*sides)
+    for k, lang in enumerate(langs):
+        dest.with_suffix(f".{lang}").write_text("".join(p[k] + "\n" for p in pairs), encoding="utf-8")
+    return pairs
+
+
+def vocabulary(tokenized: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The words of tokenized text and the cumulative distribution of their frequencies."""
+    counts = Counter(w for line in tokenized for w in line.split())
+    words, freq = zip(*counts.most_common())
+    return np.array(words, dtype=object), np.cumsum(np.array(freq, dtype=np.float64))
+
+
+def generate(pairs: int, lengths: np.ndarray, vocabs: list[tuple[np.ndarray, np.ndarray]], dest: Path,
+             langs: tuple[str, str], seed: int) -> None:
+    """dest.<lang>: `pairs` generated pairs, each pair's lengths a row of `lengths` (source, target), its words
+    drawn from `vocabs` (one per side), CHUNK pairs at a time."""
+    rng = np.random.default_rng(seed)
+    files = [open(dest.with_suffix(f".{lang}"), "w", encoding="utf-8") for lang in langs]
+    try:
+        for start in range(0, pairs, CHUNK):
+            pick = lengths[rng.integers(0, len(lengths), min(CHUNK, pairs - start))]
+            for side, ((words, cdf), f) in enumerate(zip(vocabs, files)):
+                n = pick[:, side]
+                drawn = words[np.searchsorted(cdf, rng.random(int(n.sum())) * cdf[-1], side="right")]
+                sep = np.full(len(drawn), " ", dtype=object)
+                sep[np.cumsum(n) - 1] = "\n"
+                f.write("".join(itertools.chain.from_iterable(zip(drawn.tolist(), sep.tolist()))))
+    finally:
+        for f in files:
+            f.close()
+
+
+def rehearsal_params(models: list[str] | None, updates: int, validations: int, shards: int) -> dict:
+    """paper.yaml over params.yaml, with the rehearsal's data, budgets and shards; `models`: a subset."""
+    config = cfg.load_params([REPO / "params.yaml", PAPER])
+    unknown = sorted(set(models or []) - set(config["models"]))
+    if unknown:
+        raise InputError(f"--models {unknown[0]}: not a model of paper.yaml (its models: {', '.join(config['models'])})")
+    changes = {"data": {"source": "local", "local": {"train": "data/train", "dev": "data/dev", "test": "data/test"}},
+               "prepare": {"shards": shards},
+               "models": {m: {"max_updates": updates} for m in config["models"]},
+               "train": {"validate_every": max(1, updates // validations), "checkpoint_every": updates,
+                         "log_every": max(1, updates // 20)},
+               "remove": [f"models.{m}" for m in config["models"] if models and m not in models]}
+    merged = cfg.overlay(config, changes, "rnnsearch rehearse")
+    cfg.validate(merged)
+    return merged
+
+
+def run_pipeline(ws: Path, cores: int) -> dict:
+    """`snakemake --cores <cores>` in the workspace, one GPU job at a time (paper.yaml's trainings and
+    translations each ask for a GPU); its output in snakemake.log."""
+    bin_dir = Path(sys.executable).parent  # this environment's snakemake and rnnsearch first
+    command = ["snakemake", "--cores", str(cores), "--resources", "gpu=1"]
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    start = time.monotonic()
+    with open(ws / "snakemake.log", "w", encoding="utf-8") as log:
+        status = subprocess.run(command, cwd=ws, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    return {"command": " ".join(command), "exit_status": status, "seconds": round(time.monotonic() - start, 1)}
+
+
+def jobs(ws: Path) -> list[dict]:
+    """Each job's stage, exit status, wall seconds and peak memory, from the last line of its log."""
+    found = []
+    for log in sorted((ws / "results" / "logs").rglob("*.log")):
+        ends = END.findall(log.read_text(encoding="utf-8", errors="replace"))
+        if ends:
+            stage, status, seconds, rss, gpu, reserved = ends[-1]
+            found.append({"log": str(log.relative_to(ws)), "stage": stage, "exit_status": int(status),
+                          "seconds": float(seconds), "peak_rss_mb": int(rss),
+                          "peak_gpu_allocated_mb": int(gpu) if gpu else None,
+                          "peak_gpu_reserved_mb": int(reserved) if reserved else None})
+    return found
+
+
+def training(folder: Path) -> dict:
+    """A training's measured rates: steady updates/s (the median of the learning curve's windows in its second
+    half, recording graphs and the first validations behind), seconds per validation and CUDA graphs, from its
+    files and train.log."""
+    stats = read_json(folder / "train_stats.json")
+    rows = [line.split("\t") for line in read_lines(folder / "learning_curve.tsv")[1:]]
+    points = [(int(r[0]), float(r[4])) for r in rows]  # update, seconds since the training began
+    windows = [(u2 - u1) / (s2 - s1) for (u1, s1), (u2, s2) in zip(points, points[1:]) if s2 > s1]
+    steady = windows[len(windows) // 2:]
+    text = (folder / "train.log").read_text(encoding="utf-8", errors="replace")
+    validations = [float(s) for s in re.findall(r"dev NLL/sent .* \(beam \d+\) in ([\d.]+) s", text)]
+    graphs = re.findall(r"updates replayed from (\d+) CUDA graphs \((\d+) padded minibatch shapes", text)
+    return {"updates": stats["updates"], "seconds": stats["seconds"], "device": stats["device"],
+            "parameters": stats["parameters"], "updates_per_s": float(np.median(steady)) if steady else None,
+            "validation_seconds": validations, "cuda_graphs": int(graphs[-1][0]) if graphs else 0,
+            "padded_shapes": int(graphs[-1][1]) if graphs else None}
+
+
+def projection(trainings: dict, decoding: dict, paper: dict) -> dict:
+    """The paper's full run from the measured rates: each model's paper.yaml budget at its steady rate, a
+    validation every train.validate_every at its measured time, and its translation job as measured."""
+    every = paper["train"]["validate_every"]
+    models = {}
+    for m, t in trainings.items():
+        budget = cfg.train_config(paper, m).max_updates
+        if not t["updates_per_s"] or not t["validation_seconds"]:
+            models[m] = {"budget": budget, "hours": None, "why": "no steady rate or validation was measured"}
+            continue
+        validation = float(np.median(t["validation_seconds"]))
+        seconds = budget / t["updates_per_s"] + budget // every * validation + decoding.get(m, {}).get("seconds", 0)
+        models[m] = {"budget": budget, "updates_per_s": t["updates_per_s"], "validation_seconds": validation,
+                     "validations": budget // every, "hours": round(seconds / 3600, 2)}
+    hours = [x["hours"] for x in models.values() if x["hours"] is not None]
+    every_model = len(hours) == len(models)
+    return {"validate_every": every, "models": models,
+            "one_device_hours": round(sum(hours), 2) if every_model and hours else None,
+            "five_devices_hours": round(max(hours), 2) if every_model and hours else None,
+            "note": "on this machine's device (machine.gpu, else its CPU): one device trains and translates the "
+                    "models one after the other, five devices one model each; data preparation, scoring and "
+                    "queueing are not included"}
+
+
+def run_rehearse(dev: list[str], test: str, out_dir: str, millions: float, updates: int, validations: int,
+                 cores: int, shards: int | None, models: list[str] | None, seed: int) -> dict:
+    from rnnsearch.data.text import tokenize_lines
+
+    ws, start = Path(out_dir), time.monotonic()
+    if (ws / "results").exists():
+        raise InputError(f"{ws}/results exists: give the rehearsal a new --out-dir (nothing there is overwritten)")
+    params = rehearsal_params(models, updates, validations, shards or os.cpu_count() or 1)
+    langs = (params["data"]["src"], params["data"]["tgt"])
+    workspace(ws)
+    (ws / "params.yaml").write_text("# rnnsearch rehearse: paper.yaml over params.yaml, with the rehearsal's data, "
+                                    "budgets and shards\n" + yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    (ws / "data").mkdir(exist_ok=True)
+    dev_pairs = real_text(dev, langs, ws / "data" / "dev")
+    test_pairs = real_text([test], langs, ws / "data" / "test")
+    tokenized = [tokenize_lines([p[k] for p in dev_pairs + test_pairs], lang) for k, lang in enumerate(langs)]
+    lengths = np.array([[max(1, len(s.split())), max(1, len(t.split()))]
+                        for s, t in zip(*(side[: len(dev_pairs)] for side in tokenized))])
+    pairs = int(round(millions * 1e6))
+    generate(pairs, lengths, [vocabulary(side) for side in tokenized], ws / "data" / "train", langs, seed)
+    generated = time.monotonic() - start
+    pipeline = run_pipeline(ws, cores)
+    paper = cfg.load_params([REPO / "params.yaml", PAPER])
+    models_dir, tr_dir = ws / "results" / "models", ws / "results" / "translations"
+    trainings = {m: training(models_dir / m / "replicate1") for m in params["models"]
+                 if (models_dir / m / "replicate1" / "train_stats.json").exists()}
+    decoding = {m: read_json(tr_dir / m / "replicate1" / "decode_stats.json") for m in params["models"]
+                if (tr_dir / m / "replicate1" / "decode_stats.json").exists()}
+    found = jobs(ws)
+    for m, d in decoding.items():  # the translation job's whole wall time (model loading, All and No UNK)
+        job = next((j for j in found if j["log"].endswith(f"translate/{m}/replicate1.log")), None)
+        d["seconds"] = job["seconds"] if job else d["seconds_all"]
+    import torch
+
+    result = {"benchmark": "rehearsal", "pairs": pairs, "dev_sentences": len(dev_pairs),
+              "test_sentences": len(test_pairs), "updates": updates, "validations": validations,
+              "shards": params["prepare"]["shards"], "cores": cores, "models": list(params["models"]),
+              "generate_seconds": round(generated, 1), "pipeline": pipeline, "jobs": found,
+              "trainings": trainings, "decoding": decoding, "projection": projection(trainings, decoding, paper),
+              "machine": {"processor": cpu_name(), "cpus": os.cpu_count(), "torch": torch.__version__,
+                          "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)
+                          if torch.cuda.is_available() else None},
+              "git": read_json(next(iter(models_dir.glob("*/replicate1/train_stats.json")))).get("git")
+              if trainings else None}
+    write_json_atomic(ws / "rehearsal.json", result)
+    if pipeline["exit_status"] != 0:
+        raise InputError(f"the rehearsal's pipeline failed (exit status {pipeline['exit_status']}): see "
+                         f"{ws / 'snakemake.log'} and the logs under {ws / 'results' / 'logs'}; "
+                         f"{ws / 'rehearsal.json'} holds what was measured")
+    return result

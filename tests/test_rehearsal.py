@@ -1,0 +1,72 @@
+"""`rnnsearch rehearse` on the CPU: paper.yaml's DAG with paper-size models, on a small generated corpus and the
+embedded corpus's text as the user's dev and test, a few updates each; so that the command a GPU session runs at
+4M pairs (docs/benchmarks.md) keeps working without a GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from rnnsearch.bench import rehearsal
+from rnnsearch.data.corpus import synthetic
+from rnnsearch.textio import InputError
+
+
+def test_the_generated_corpus_has_the_dev_lengths_and_the_real_words(tmp_path: Path):
+    lengths = np.array([[3, 4], [5, 5]])
+    vocabs = [rehearsal.vocabulary(["a b a", "c a"]), rehearsal.vocabulary(["x y", "y y z"])]
+    rehearsal.generate(250_001, lengths, vocabs, tmp_path / "train", ("en", "fr"), seed=1)
+    en = (tmp_path / "train.en").read_text().splitlines()
+    fr = (tmp_path / "train.fr").read_text().splitlines()
+    assert len(en) == len(fr) == 250_001  # three chunks
+    pairs = {(len(e.split()), len(f.split())) for e, f in zip(en, fr)}
+    assert pairs == {(3, 4), (5, 5)}
+    words = [w for line in en for w in line.split()]
+    assert set(words) == {"a", "b", "c"} and words.count("a") / len(words) == pytest.approx(3 / 5, abs=0.01)
+
+
+def test_the_rehearsal_config_is_paper_yaml_with_its_data_budgets_and_shards():
+    params = rehearsal.rehearsal_params(["rnnsearch-50"], updates=300, validations=2, shards=16)
+    assert list(params["models"]) == ["rnnsearch-50"] and params["models"]["rnnsearch-50"]["max_updates"] == 300
+    assert params["model"] == {"m": 620, "n": 1000, "n_align": 1000, "l": 500}  # App. A's sizes
+    assert params["train"]["optimizer"] == "adadelta" and params["train"]["batch_size"] == 80
+    assert params["train"]["validate_every"] == 150 and params["decode"]["beam"] == 12
+    assert params["data"]["source"] == "local" and params["prepare"]["shards"] == 16
+    with pytest.raises(InputError, match="--models rnnsearch-80: not a model of paper.yaml"):
+        rehearsal.rehearsal_params(["rnnsearch-80"], 300, 2, 16)
+
+
+@pytest.mark.slow
+def test_the_rehearsal_runs_the_papers_dag_with_paper_size_models_on_the_cpu(tmp_path: Path):
+    synthetic.write_corpus(synthetic.generate(5, 50, 40, 12, 60, 20, 20, 20, 30), tmp_path)  # the user's text
+    out = tmp_path / "rehearsal"
+    result = rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "test"), str(out), millions=0.002,
+                                    updates=4, validations=2, cores=2, shards=2,
+                                    models=["rnnencdec-30", "rnnsearch-50"], seed=1)
+    assert json.loads((out / "rehearsal.json").read_text()) == result
+    assert result["pipeline"]["exit_status"] == 0 and result["pairs"] == 2000 and result["test_sentences"] == 12
+    stages = {j["stage"] for j in result["jobs"]}
+    assert {"corpus", "tokenize", "vocab", "binarize", "train", "translate", "score", "tables", "figures",
+            "explorer", "report"} <= stages and all(j["exit_status"] == 0 and j["peak_rss_mb"] > 0
+                                                    for j in result["jobs"])
+    params = yaml.safe_load((out / "params.yaml").read_text())
+    assert params["model"]["n"] == 1000 and params["decode"]["beam"] == 12 and params["train"]["batch_size"] == 80
+    for m in ("rnnencdec-30", "rnnsearch-50"):
+        t = result["trainings"][m]
+        assert t["updates"] == 4 and len(t["validation_seconds"]) == 2 and t["updates_per_s"] > 0
+        assert t["parameters"] > 10_000_000  # paper-size, on the generated corpus's shortlists
+        d = result["decoding"][m]
+        assert d["beam"] == 12 and d["sentences"] == 12 and d["seconds"] > 0
+        p = result["projection"]["models"][m]
+        assert p["budget"] == {"rnnencdec-30": 846_000, "rnnsearch-50": 288_000}[m] and p["hours"] > 0
+    projected = result["projection"]
+    hours = [p["hours"] for p in projected["models"].values()]
+    assert projected["one_device_hours"] == pytest.approx(sum(hours), abs=0.02)
+    assert projected["five_devices_hours"] == max(hours)
+    assert (out / "results" / "explorer.html").exists() and (out / "results" / "report.md").exists()
+    with pytest.raises(InputError, match="results exists: give the rehearsal a new --out-dir"):
+        rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "test"), str(out), 0.002, 4, 2, 2, 2, None, 1)
