@@ -70,3 +70,22 @@ def test_the_rehearsal_runs_the_papers_dag_with_paper_size_models_on_the_cpu(tmp
     assert (out / "results" / "explorer.html").exists() and (out / "results" / "report.md").exists()
     with pytest.raises(InputError, match="results exists: give the rehearsal a new --out-dir"):
         rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "test"), str(out), 0.002, 2, 2, 2, 2, None, 1)
+
+
+def test_a_stages_log_ends_with_its_own_peak_memory_not_its_parents(tmp_path: Path):
+    """The last line of a stage's log (what the rehearsal reads): a job forked from a large process (Snakemake
+    holds 100+ MB) reports its own peak; getrusage's ru_maxrss carried the parent's size across exec."""
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    ballast = bytearray(400 * 2**20)  # this process: 400 MB more than the stage will ever hold
+    ballast[:: 4096] = b"x" * len(ballast[:: 4096])  # touched, so resident
+    (tmp_path / "a.en").write_text("Hello, world.\n")
+    log = tmp_path / "tokenize.log"
+    subprocess.run([Path(sys.executable).with_name("rnnsearch"), "tokenize", "--lang", "en", "--input",
+                    tmp_path / "a.en", "--output", tmp_path / "a.tok", "--log", log], cwd=REPO, check=True)
+    (end,) = rehearsal.END.findall(log.read_text())
+    assert end[0] == "tokenize" and end[1] == "0" and 0 < int(end[3]) < 300, end
+    del ballast

@@ -209,9 +209,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def peak_memory() -> str:
-    """This process's peak resident memory (and its children's, if larger) and, once it has used CUDA, its peak GPU
-    memory: the last line of every stage's log, which `rnnsearch rehearse` reads."""
-    rss = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+    """This process's peak resident memory and, once it has used CUDA, its peak GPU memory: the last line of every
+    stage's log, which `rnnsearch rehearse` reads. The peak is VmHWM (rnnsearch.bench.peak): getrusage's would be
+    no lower than Snakemake's own size when it forked the job."""
+    from rnnsearch.bench.peak import proc_mb
+
+    try:
+        rss = proc_mb("VmHWM")
+    except (OSError, RuntimeError):  # no /proc (macOS): getrusage's, in kB on Linux and bytes on macOS
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 1024)
     said = f"peak RSS {rss:.0f} MB"
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
