@@ -18,7 +18,7 @@ from rnnsearch.textio import InputError
 
 def test_the_generated_corpus_has_the_dev_lengths_and_the_real_words(tmp_path: Path):
     lengths = np.array([[3, 4], [5, 5]])
-    vocabs = [rehearsal.vocabulary(["a b a", "c a"]), rehearsal.vocabulary(["x y", "y y z"])]
+    vocabs = [rehearsal.vocabulary(["a b a", "c a"], types=0), rehearsal.vocabulary(["x y", "y y z"], types=0)]
     rehearsal.generate(250_001, lengths, vocabs, tmp_path / "train", ("en", "fr"), seed=1)
     en = (tmp_path / "train.en").read_text().splitlines()
     fr = (tmp_path / "train.fr").read_text().splitlines()
@@ -27,6 +27,11 @@ def test_the_generated_corpus_has_the_dev_lengths_and_the_real_words(tmp_path: P
     assert pairs == {(3, 4), (5, 5)}
     words = [w for line in en for w in line.split()]
     assert set(words) == {"a", "b", "c"} and words.count("a") / len(words) == pytest.approx(3 / 5, abs=0.01)
+    # fillers up to 40,000 types: 1 % of the tokens, each rarer than the text's rarest word
+    words, cdf = rehearsal.vocabulary(["a b a", "c a"])
+    p = np.diff(cdf, prepend=0.0)
+    assert len(words) == 40_000 and words[3] == "zz0" and p[3:].sum() == pytest.approx(0.01)
+    assert p[:3] == pytest.approx([0.99 * 3 / 5, 0.99 / 5, 0.99 / 5]) and p[3:].max() < p[:3].min()
 
 
 def test_the_rehearsal_config_is_paper_yaml_with_its_data_budgets_and_shards():

@@ -8,7 +8,8 @@ configuration), with these differences and no other:
 - the training text: `--millions` million generated pairs, written as raw text (tokens separated by spaces), each
   pair's two lengths those of a dev pair drawn at random, its words drawn from the tokenized dev and test text by
   their frequency there, so that the dev and test sentences are in the shortlists and decoding behaves as on
-  real input;
+  real input, with 1 % filler words that take each side to 40,000 types (`vocabulary`): 30,000-word shortlists
+  full, as the paper's, and some [UNK] in the training text;
 - dev and test: the user's real text, `--dev` prefixes (newstest2012 and newstest2013) and `--test`
   (newstest2014), each `<prefix>.en` and `<prefix>.fr`; there is no default;
 - each model trains `--updates` updates and validates `--validations` times; `prepare.shards` is `--shards`
@@ -46,6 +47,7 @@ from rnnsearch.textio import InputError, read_json, read_lines, write_json_atomi
 PIPELINE = ("Snakefile", "params.yaml", "workflow", "envs", "src/rnnsearch")
 PAPER = REPO / "workflow" / "configs" / "paper.yaml"
 CHUNK = 100_000  # generated pairs written at a time
+FILL_TYPES, FILL_SHARE = 40_000, 0.01  # word types a side of the generated text, and the fillers' share of its tokens
 END = re.compile(r"rnnsearch (\S+): exit status (\d+) after ([\d.]+) s; peak RSS (\d+) MB"
                  r"(?:; peak GPU memory (\d+) MB allocated, (\d+) MB reserved)?")
 
@@ -82,11 +84,19 @@ def real_text(prefixes: list[str], langs: tuple[str, str], dest: Path) -> list[t
     return pairs
 
 
-def vocabulary(tokenized: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The words of tokenized text and the cumulative distribution of their frequencies."""
+def vocabulary(tokenized: list[str], types: int = FILL_TYPES, share: float = FILL_SHARE) -> tuple[np.ndarray, np.ndarray]:
+    """The words of tokenized text and the cumulative distribution of their frequencies there; then, up to `types`
+    types in all, filler words (`zz<k>`) sharing `share` of the tokens equally. The news text has about 20,000
+    types a side, fewer than the 30,000 of a shortlist: the fillers fill it, as the paper's output layer is, and
+    leave some words outside it, each rarer than the real text's rarest word at `share` 1 %."""
     counts = Counter(w for line in tokenized for w in line.split())
     words, freq = zip(*counts.most_common())
-    return np.array(words, dtype=object), np.cumsum(np.array(freq, dtype=np.float64))
+    fill = max(0, types - len(words))
+    weights = np.array(freq, dtype=np.float64) / sum(freq) * (1 - share if fill else 1)
+    if fill:
+        words += tuple(f"zz{k}" for k in range(fill))
+        weights = np.concatenate([weights, np.full(fill, share / fill)])
+    return np.array(words, dtype=object), np.cumsum(weights)
 
 
 def generate(pairs: int, lengths: np.ndarray, vocabs: list[tuple[np.ndarray, np.ndarray]], dest: Path,
