@@ -10,9 +10,7 @@ import os
 import platform
 import re
 import resource
-import resource
 import sys
-import time
 import time
 from pathlib import Path
 

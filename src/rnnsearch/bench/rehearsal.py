@@ -41,7 +41,7 @@ import yaml
 
 from rnnsearch import config as cfg
 from rnnsearch.closure import REPO
-from rnnsearch.runtime import cpu_name
+from rnnsearch.runtime import cpu_name, git_commit
 from rnnsearch.textio import InputError, read_json, read_lines, write_json_atomic
 
 PIPELINE = ("Snakefile", "params.yaml", "workflow", "envs", "src/rnnsearch")
@@ -245,9 +245,7 @@ def run_rehearse(dev: list[str], test: str, out_dir: str, millions: float, updat
               "trainings": trainings, "decoding": decoding, "projection": projection(trainings, decoding, paper),
               "machine": {"processor": cpu_name(), "cpus": os.cpu_count(), "torch": torch.__version__,
                           "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)
-                          if torch.cuda.is_available() else None},
-              "git": read_json(next(iter(models_dir.glob("*/replicate1/train_stats.json")))).get("git")
-              if trainings else None}
+                          if torch.cuda.is_available() else None}, "git": git_commit()}
     write_json_atomic(ws / "rehearsal.json", result)
     if pipeline["exit_status"] != 0:
         raise InputError(f"the rehearsal's pipeline failed (exit status {pipeline['exit_status']}): see "
