@@ -94,3 +94,20 @@ def test_a_stages_log_ends_with_its_own_peak_memory_not_its_parents(tmp_path: Pa
     (end,) = rehearsal.END.findall(log.read_text())
     assert end[0] == "tokenize" and end[1] == "0" and 0 < int(end[3]) < 300, end
     del ballast
+
+
+def test_the_peak_line_names_gpu_memory_only_where_the_stage_held_some(monkeypatch):
+    """On the GPU, rehearse itself asks CUDA for the device's name and holds no GPU memory: its line said
+    "peak GPU memory 0 MB allocated, 0 MB reserved"; a training's line gives its peaks."""
+    import torch
+
+    from rnnsearch.cli import peak_memory
+
+    held = {"allocated": 0, "reserved": 0}
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: held["allocated"])
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda *a: held["reserved"])
+    assert "GPU" not in peak_memory()
+    held.update(allocated=3618 * 2**20, reserved=22804 * 2**20)
+    (end,) = rehearsal.END.findall("rnnsearch train: exit status 0 after 33.8 s; " + peak_memory())
+    assert end[4:] == ("3618", "22804")

@@ -207,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def peak_memory() -> str:
-    """This process's peak resident memory and, once it has used CUDA, its peak GPU memory: the last line of every
-    stage's log, which `rnnsearch rehearse` reads. The peak is VmHWM (rnnsearch.bench.peak): getrusage's would be
+    """This process's peak resident memory and, once it has held GPU memory, its peak GPU memory: the last line of
+    every stage's log, which `rnnsearch rehearse` reads (a process that only asked CUDA for the device's name says
+    no GPU memory, not 0 MB). The peak is VmHWM (rnnsearch.bench.peak): getrusage's would be
     no lower than Snakemake's own size when it forked the job."""
     from rnnsearch.bench.peak import proc_mb
 
@@ -218,7 +219,7 @@ def peak_memory() -> str:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 1024)
     said = f"peak RSS {rss:.0f} MB"
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
+    if torch is not None and torch.cuda.is_initialized() and torch.cuda.max_memory_reserved() > 0:
         said += (f"; peak GPU memory {torch.cuda.max_memory_allocated() / 2**20:.0f} MB allocated, "
                  f"{torch.cuda.max_memory_reserved() / 2**20:.0f} MB reserved")
     return said

@@ -263,10 +263,10 @@ class Training:
         update, curve, window, max_updates = state.update, state.curve, state.window, self.cfg.max_updates
         nll, words_per_s = window[0] / window[1], window[2] / (now - self.t_window)
         eta = (now - self.start) / (update - self.first_update) * (max_updates - update)
-        log.info("%s update %d/%d  epoch %.2f  train NLL/sent %.2f  %.0f words/s  %.2f updates/s  ETA %s",
+        log.info("%s update %d/%d  epoch %.2f  train NLL/sent %.2f  %.0f words/s  %.2f updates/s  ETA %s%s",
                  self.name, update, max_updates, self.batches.position, nll, words_per_s,
                  (update - max(self.first_update, curve[-1]["update"] if curve else 0)) / (now - self.t_window),
-                 hms(eta))
+                 hms(eta), self.gpu_memory())
         curve.append({"update": update, "epoch": round(self.batches.position, 4), "train_nll": round(nll, 4),
                       "words_per_s": round(words_per_s, 1), "seconds": round(self.seconds_before + now - self.start, 2)})
         if self.live:
@@ -276,6 +276,14 @@ class Training:
             self.live.make_summary()
         window[:] = [0.0, 0, 0]
         self.t_window = now
+
+    def gpu_memory(self) -> str:
+        """On CUDA, the memory the allocator holds and the graphs recorded so far, for the log line."""
+        if self.device.type != "cuda":
+            return ""
+        graphs = f", {len(self.graphs.graphs)} CUDA graphs" if self.graphs is not None else ""
+        return (f"  GPU memory {torch.cuda.memory_allocated(self.device) / 2**30:.1f} GB allocated, "
+                f"{torch.cuda.memory_reserved(self.device) / 2**30:.1f} GB reserved{graphs}")
 
     def checkpoint(self, signal_: int) -> None:
         """checkpoint.pt (and its dated link), written by the leader; after a signal, also the end of this run
