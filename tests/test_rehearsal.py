@@ -111,3 +111,27 @@ def test_the_peak_line_names_gpu_memory_only_where_the_stage_held_some(monkeypat
     held.update(allocated=3618 * 2**20, reserved=22804 * 2**20)
     (end,) = rehearsal.END.findall("rnnsearch train: exit status 0 after 33.8 s; " + peak_memory())
     assert end[4:] == ("3618", "22804")
+
+
+def test_the_rehearsal_reads_the_gpu_memory_and_graphs_of_each_progress_line(tmp_path: Path, monkeypatch):
+    """A training's progress lines on CUDA end with its GPU memory and the graphs recorded so far (the trainer's
+    own formatter, the GPU's figures faked); rehearsal.json lists them by update, and nothing on the CPU."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from rnnsearch.training.train import Training
+
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: 1.3 * 2**30)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: 5.2 * 2**30)
+    cuda = SimpleNamespace(device=torch.device("cuda"), graphs=SimpleNamespace(graphs=dict.fromkeys(range(28))))
+    assert Training.gpu_memory(SimpleNamespace(device=torch.device("cpu"))) == ""
+    head = "2026-11-27 00:51:40 rnnsearch.train INFO rnnsearch-50 update {}/3000  epoch 0.03  train NLL/sent 193.19  " \
+           "22952 words/s  6.17 updates/s  ETA 0:07:42"
+    (tmp_path / "train.log").write_text(head.format(150) + Training.gpu_memory(cuda) + "\n" + head.format(300) + "\n")
+    (tmp_path / "train_stats.json").write_text(json.dumps({"updates": 300, "seconds": 9.0, "device": "NVIDIA H200",
+                                                           "parameters": 80453223}))
+    (tmp_path / "learning_curve.tsv").write_text("update\tepoch\ttrain_nll\twords_per_s\tseconds\n"
+                                                 "150\t0.03\t193.2\t22952.0\t4.0\n300\t0.07\t172.6\t123396.0\t8.5\n")
+    assert rehearsal.training(tmp_path)["gpu_memory_by_update"] == [
+        {"update": 150, "allocated_gb": 1.3, "reserved_gb": 5.2, "cuda_graphs": 28}]

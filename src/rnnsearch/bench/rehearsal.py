@@ -164,8 +164,9 @@ def jobs(ws: Path) -> list[dict]:
 
 def training(folder: Path) -> dict:
     """A training's measured rates: steady updates/s (the median of the learning curve's windows in its second
-    half, recording graphs and the first validations behind), seconds per validation and CUDA graphs, from its
-    files and train.log."""
+    half, recording graphs and the first validations behind), seconds per validation, CUDA graphs, and on CUDA
+    the GPU memory allocated and reserved with the graphs recorded at each progress line, from its files and
+    train.log."""
     stats = read_json(folder / "train_stats.json")
     rows = [line.split("\t") for line in read_lines(folder / "learning_curve.tsv")[1:]]
     points = [(int(r[0]), float(r[4])) for r in rows]  # update, seconds since the training began
@@ -174,10 +175,13 @@ def training(folder: Path) -> dict:
     text = (folder / "train.log").read_text(encoding="utf-8", errors="replace")
     validations = [float(s) for s in re.findall(r"dev NLL/sent .* \(beam \d+\) in ([\d.]+) s", text)]
     graphs = re.findall(r"updates replayed from (\d+) CUDA graphs \((\d+) padded minibatch shapes", text)
+    memory = [{"update": int(u), "allocated_gb": float(a), "reserved_gb": float(r), "cuda_graphs": int(g or 0)}
+              for u, a, r, g in re.findall(r"update (\d+)/\d+ .*GPU memory ([\d.]+) GB allocated, ([\d.]+) GB "
+                                           r"reserved(?:, (\d+) CUDA graphs)?", text)]
     return {"updates": stats["updates"], "seconds": stats["seconds"], "device": stats["device"],
             "parameters": stats["parameters"], "updates_per_s": float(np.median(steady)) if steady else None,
             "validation_seconds": validations, "cuda_graphs": int(graphs[-1][0]) if graphs else 0,
-            "padded_shapes": int(graphs[-1][1]) if graphs else None}
+            "padded_shapes": int(graphs[-1][1]) if graphs else None, "gpu_memory_by_update": memory}
 
 
 def projection(trainings: dict, decoding: dict, paper: dict) -> dict:
