@@ -328,12 +328,10 @@ def test_the_cluster_time_table_agrees_with_paper_yaml_and_the_rehearsal():
         assert int(jobs) == -(-float(hours) // (train["runtime"] / 60)), (label, jobs)
     longest = max(m["hours"] for m in projection.values())
     assert train["runtime"] / 60 * train["attempts"] >= 2 * longest
-    jobs = {j["stage"]: [] for j in measured["jobs"]}
-    for j in measured["jobs"]:
-        jobs[j["stage"]].append(j)
-    assert train["mem_mb"] >= 3 * max(j["peak_rss_mb"] for j in jobs["train"])
-    assert decode["mem_mb"] >= 3 * max(j["peak_rss_mb"] for j in jobs["translate"])
-    assert decode["runtime"] * 60 >= 10 * max(j["seconds"] for j in jobs["translate"])
+    peak = lambda stage, key: max(j[key] for j in measured["jobs"] if j["stage"] == stage)  # noqa: E731
+    assert train["mem_mb"] >= 3 * peak("train", "peak_rss_mb")
+    assert decode["mem_mb"] >= 3 * peak("translate", "peak_rss_mb")
+    assert decode["runtime"] * 60 >= 10 * peak("translate", "seconds")
     asks = f"{train['runtime'] / 60:g} hours (`runtime: {train['runtime']}`), at most " \
            f"{train['attempts']} jobs in a chain"
     assert asks in " ".join(cluster.split())  # what the page says one training job asks for
