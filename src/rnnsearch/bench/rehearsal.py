@@ -42,7 +42,7 @@ import yaml
 from rnnsearch import config as cfg
 from rnnsearch.closure import REPO
 from rnnsearch.runtime import cpu_name, git_commit
-from rnnsearch.textio import InputError, read_json, read_lines, write_json_atomic
+from rnnsearch.textio import InputError, read_json, read_lines, read_parallel, write_json_atomic
 
 PIPELINE = ("Snakefile", "params.yaml", "workflow", "envs", "src/rnnsearch")
 PAPER = REPO / "workflow" / "configs" / "paper.yaml"
@@ -68,17 +68,12 @@ def real_text(prefixes: list[str], langs: tuple[str, str], dest: Path) -> list[t
     """The sentence pairs of `prefixes` (<prefix>.<lang>, line-aligned), written to dest.<lang>."""
     pairs: list[tuple[str, str]] = []
     for prefix in prefixes:
-        sides = []
-        for lang in langs:
-            path = Path(f"{prefix}.{lang}")
+        paths = [Path(f"{prefix}.{lang}") for lang in langs]
+        for path in paths:
             if not path.is_file():
                 raise InputError(f"{path}: no such file (a --dev or --test prefix names <prefix>.{langs[0]} and "
                                  f"<prefix>.{langs[1]})")
-            sides.append(read_lines(path))
-        if len(sides[0]) != len(sides[1]):
-            raise InputError(f"{prefix}.{langs[0]} has {len(sides[0])} lines but {prefix}.{langs[1]} has "
-                             f"{len(sides[1])}: they must align")
-        pairs += zip(*sides)
+        pairs += zip(*read_parallel(*paths))
     for k, lang in enumerate(langs):
         dest.with_suffix(f".{lang}").write_text("".join(p[k] + "\n" for p in pairs), encoding="utf-8")
     return pairs
