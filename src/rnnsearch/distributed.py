@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from rnnsearch.textio import InputError
+
 log = logging.getLogger("rnnsearch.train")
 
 # How long a process waits for the others at a collective: process 0 validates (decodes the dev set) while the
@@ -87,8 +89,6 @@ def started_as(setting: str, wanted: int, stage: str) -> World:
     train.processes): a mismatch stops before any work, saying how to start the right number."""
     world = detect()
     if world.size != wanted:
-        from rnnsearch.textio import InputError
-
         started = f"{world.size} process{'es' if world.size > 1 else ''} {'were' if world.size > 1 else 'was'}"
         raise InputError(
             f"'{setting}' is {wanted}, but {started} started ({world.launcher if world.size > 1 else 'no launcher'}): "
@@ -113,16 +113,31 @@ def _slurm_rendezvous() -> str:
     return f"tcp://{host}:{port}"
 
 
+BACKENDS = ("nccl", "gloo")
+
+
+def backend_for(device: torch.device) -> str:
+    """NCCL between GPUs, gloo between CPUs; RNNSEARCH_DIST_BACKEND=gloo puts several processes on one GPU (NCCL
+    refuses two ranks on one device), for tests and benchmarks."""
+    chosen = os.environ.get("RNNSEARCH_DIST_BACKEND", "")
+    if not chosen:
+        return "nccl" if device.type == "cuda" else "gloo"
+    if chosen not in BACKENDS or (chosen == "nccl" and device.type != "cuda"):
+        raise InputError(f"RNNSEARCH_DIST_BACKEND={chosen!r}: expected gloo, or nccl on a CUDA device (here "
+                         f"{device.type}); unset it for the default")
+    return chosen
+
+
 @contextlib.contextmanager
 def process_group(world: World, device: torch.device, what: str = "data-parallel training"):
     """The process group of `world` (nothing for one process): NCCL when training on CUDA, else gloo."""
     if world.size == 1:
         yield
         return
-    backend = "nccl" if device.type == "cuda" else "gloo"
+    backend = backend_for(device)
     init = "env://" if world.launcher == "torchrun" else _slurm_rendezvous()
     dist.init_process_group(backend, init_method=init, rank=world.rank, world_size=world.size, timeout=TIMEOUT,
-                            **({"device_id": device} if device.type == "cuda" else {}))
+                            **({"device_id": device} if backend == "nccl" else {}))
     if world.leader:
         log.info("%s: %d processes (%s, %s backend)", what, world.size, world.launcher, backend)
     try:

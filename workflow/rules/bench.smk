@@ -105,6 +105,24 @@ rule bench_ddp:
         " --out {output} --log {log}"
 
 
+
+rule bench_dp_graphs:
+    """Data-parallel updates from CUDA graphs, 1 process against 2 under torchrun, in bf16 and fp32 at the paper's
+    size on a GPU (`snakemake --cores 2 results/bench/dp_graphs.json`; two processes on one GPU need
+    RNNSEARCH_DIST_BACKEND=gloo), and the 4- and 8-GPU projections from what it measured."""
+    input:
+        code=stage_code("bench-dp-graphs"),
+    output:
+        "results/bench/dp_graphs.json",
+    threads: 256  # all of --cores
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/bench_dp_graphs.log",
+    shell:
+        "rnnsearch bench-dp-graphs --size paper --batch 80 --length 50 --steps 20 --threads {threads} --device cuda"
+        " --precisions bf16 fp32 --processes 2 --out {output} --log {log}"
+
 # Real text for the data benchmark: `bench.data` when it is set (Europarl v7 and Multi30k raw; a Moses-tokenized
 # Europarl sample for the LIUM path), else the embedded corpus.
 BENCH_DATA, BENCH_PEER = config["bench"]["data"], config["bench"]["peer"]

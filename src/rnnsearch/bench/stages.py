@@ -71,6 +71,18 @@ BENCH_STAGES: tuple[Stage, ...] = (
            arg("--length", type=at_least(1), default=50, help="words per sentence, each side (</s> added)"),
            arg("--processes", type=at_least(1), default=2, help="data-parallel processes, --threads / N threads each")),
           params=False, runs_model=True),
+    Stage("bench-dp-graphs", "benchmark: data-parallel updates from CUDA graphs, 1 process against N under "
+          "torchrun (each process's replay alone, the all-reduce apart) and the 4- and 8-GPU projection from them",
+          "rnnsearch.bench.dp_graphs:run_bench_dp_graphs",
+          lambda f, a, p: f(a.size, a.batch, a.length, a.steps, a.threads, a.device, a.precisions, a.processes,
+                            a.out),
+          (*(x for x in _BENCH_MODEL if x.flags[0] != "--seed"),
+           arg("--length", type=at_least(1), default=50, help="words per sentence, each side (</s> added)"),
+           arg("--precisions", nargs="+", default=["bf16", "fp32"], choices=["fp32", "tf32", "bf16"],
+               help="the precisions timed, in turn"),
+           arg("--processes", type=at_least(2), default=2, help="N: the processes compared with 1 (RNNSEARCH_DIST_"
+               "BACKEND=gloo puts them on one GPU)")),
+          params=False, runs_model=True),
     Stage("bench-scaling", "benchmark: training time and memory per update against sentence length (10-80 words)",
           "rnnsearch.bench.speed:run_bench_scaling",
           lambda f, a, p: f(a.archs, a.size, a.lengths, a.batch, a.steps, a.threads, a.device, a.seed, a.out,

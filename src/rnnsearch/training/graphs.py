@@ -67,12 +67,12 @@ def unavailable(model, device: torch.device) -> str | None:
 
 
 def graphs_wanted(setting: str | bool, model, device: torch.device, processes: int) -> bool:
-    """`train.cuda_graphs` resolved: auto where graphs can run (a CUDA device, one process, a GRU encoder), true
-    there too and an InputError elsewhere, false never."""
-    reason = unavailable(model, device) or (
-        f"its {processes} data-parallel processes exchange gradients inside the update" if processes > 1 else None)
+    """`train.cuda_graphs` resolved: auto where graphs are the proven choice (a CUDA device, one process, a GRU
+    encoder); true also with several data-parallel processes (`parallel_graphs`, opt-in until a GPU has checked
+    it) and an InputError where graphs cannot run; false never."""
+    reason = unavailable(model, device)
     if setting == "auto":
-        return reason is None
+        return reason is None and processes == 1
     if setting and reason:
         raise InputError(f"train.cuda_graphs: true, but {reason}; set it to auto or false")
     return bool(setting)
@@ -127,6 +127,19 @@ class GraphedUpdate:
         return self.loss, self.norm
 
 
+def capturable_lr(optimizer, device: torch.device) -> torch.Tensor:
+    """Make `optimizer` capturable (its step counts on the GPU, a resumed state's too) and its learning rate a GPU
+    tensor, which is returned: fill it before each replay."""
+    lr = torch.zeros((), device=device)
+    for group in optimizer.param_groups:
+        group["capturable"], group["lr"] = True, lr
+        for p in group["params"]:
+            state = optimizer.state.get(p, {})
+            if "step" in state:
+                state["step"] = state["step"].to(p.device, torch.float32)
+    return lr
+
+
 class UpdateGraphs:
     """The training's updates, from one CUDA graph per padded minibatch shape (see the module's docstring).
     The optimizer becomes capturable, its learning rate a GPU tensor set by each call."""
@@ -134,13 +147,7 @@ class UpdateGraphs:
     def __init__(self, model, optimizer, bf16: bool, clip_norm: float):
         self.model, self.optimizer, self.bf16, self.clip_norm = model, optimizer, bf16, clip_norm
         self.device = next(model.parameters()).device
-        self.lr = torch.zeros((), device=self.device)
-        for group in optimizer.param_groups:  # capturable: the step counts on the GPU (also a resumed state's)
-            group["capturable"], group["lr"] = True, self.lr
-            for p in group["params"]:
-                state = optimizer.state.get(p, {})
-                if "step" in state:
-                    state["step"] = state["step"].to(p.device, torch.float32)
+        self.lr = capturable_lr(optimizer, self.device)
         self.graphs: dict[tuple, GraphedUpdate] = {}
         self.seen: set[tuple] = set()
         self.pool, self.stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream()

@@ -33,6 +33,7 @@ from rnnsearch.settings import TrainConfig, last_full_lr_update
 from rnnsearch.textio import InputError, Interrupted, read_parallel, write_json_atomic
 from rnnsearch.training.adadelta import Adadelta
 from rnnsearch.training.graphs import UpdateGraphs, graphs_wanted
+from rnnsearch.training.parallel_graphs import DataParallelGraphs
 from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
 from rnnsearch.training.scoring import batch_nll, validate  # noqa: F401 (batch_nll: imported from here too)
 from rnnsearch.training.state import TrainState, best_path, keep_last, link, prune_best, start_or_resume
@@ -142,7 +143,8 @@ class Training:
         dtype = torch.float64 if train_cfg.precision == "fp64" else torch.float32
         self.model = build_model(model_cfg, len(src_vocab), len(tgt_vocab)).to(device, dtype)
         graphed = graphs_wanted(train_cfg.cuda_graphs, self.model, device, world.size)  # true where impossible: error
-        self.net = self.model if world.size == 1 else torch.nn.parallel.DistributedDataParallel(self.model)
+        ddp = world.size > 1 and not graphed  # graphed: the gradients are all-reduced between two graphs
+        self.net = torch.nn.parallel.DistributedDataParallel(self.model) if ddp else self.model
         self.optimizer = make_optimizer(self.model.parameters(), train_cfg.optimizer, train_cfg.lr, train_cfg.rho,
                                         train_cfg.eps)
         self.batches = PaperBatches(self.pairs, batch_size, train_cfg.sort_batches, seed, batch_tokens)
@@ -150,7 +152,9 @@ class Training:
         resumed = start_or_resume(out, self.config, self.model, self.optimizer, self.batches, device, vocabs,
                                   owner=world.leader, read_by_all=world.barrier)
         self.state = resumed or TrainState()
-        self.graphs = UpdateGraphs(self.model, self.optimizer, self.bf16, train_cfg.clip_norm) if graphed else None
+        self.graphs = None if not graphed else (
+            UpdateGraphs if world.size == 1 else DataParallelGraphs)(self.model, self.optimizer, self.bf16,
+                                                                    train_cfg.clip_norm)
         self.run = {"start": self.state.update, "end": self.state.update, "ended_by": None,
                     "slurm_job": os.environ.get("SLURM_JOB_ID"), "host": platform.node(), "processes": world.size}
         self.state.runs.append(self.run)
@@ -188,15 +192,18 @@ class Training:
 
     def update(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, float]:
         """One update (App. B.2): the mean over sentences of the summed word NLL, its gradient's L2 norm
-        rescaled to at most clip_norm, one optimizer step; eagerly or from a CUDA graph (training/graphs.py).
+        rescaled to at most clip_norm, one optimizer step; eagerly or from CUDA graphs (training/graphs.py; of
+        several processes, training/parallel_graphs.py).
 
         Data-parallel, each process takes its share of `batch` and scales its loss by N / B: DDP averages the N
         gradients, giving the gradient of the whole minibatch's mean loss on every process, whose norm is the
-        global norm. Returns the share's summed NLL, the gradient norm before clipping and the share's weight."""
-        if self.graphs is not None:
-            return (*self.graphs(batch, learning_rate(self.cfg, self.state.update + 1)), 1.0)
-        world, rows = self.world, batch.x.size(0)
+        global norm (from graphs: scaled by 1 / B and summed, the same gradient). Returns the share's summed NLL, the gradient norm before clipping and the share's weight."""
+        lr, world, rows = learning_rate(self.cfg, self.state.update + 1), self.world, batch.x.size(0)
+        if isinstance(self.graphs, UpdateGraphs):
+            return (*self.graphs(batch, lr), 1.0)
         part, weight = batch.share(world.rank, world.size) if world.size > 1 else (batch, 1.0)
+        if self.graphs is not None:  # data-parallel graphs: the same arithmetic, the all-reduce between graphs
+            return (*self.graphs(part, weight, rows, lr), weight)
         part = part.to(self.device)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             loss = batch_nll(self.net, part)
@@ -204,7 +211,7 @@ class Training:
         (loss * (weight * world.size) / rows).backward()  # one process: loss / rows (× 1.0, exact)
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         for group in self.optimizer.param_groups:
-            group["lr"] = learning_rate(self.cfg, self.state.update + 1)
+            group["lr"] = lr
         self.optimizer.step()
         return loss.detach(), norm, weight
 
