@@ -379,3 +379,38 @@ def test_dvc_exp_run_with_two_processes_stops_naming_the_setting(dvc_workspace: 
         assert "Running stage 'translate_" not in out  # it stopped at the first training
     finally:
         params.write_text(original)
+
+
+# docs/ablations.md's hand-overs, as the docs give them
+SNAKEMAKE_TO_DVC = "dvc commit -f --no-relink"
+DVC_TO_SNAKEMAKE = "snakemake --touch --forceall --cores 1"
+
+
+def planned_by_times(ws: Path) -> dict[str, int]:
+    """The jobs `snakemake -n` plans when it judges by file times alone, as it judges files over 1 MB (the
+    paper's training text, every model): its checksum fallback off."""
+    out = sh([str(BIN / "snakemake"), "-n", "--max-checksum-file-size", "0"], ws).stdout
+    return job_counts(out) if "Job stats:" in out else {}
+
+
+def test_the_documented_hand_overs_between_snakemake_and_dvc_rerun_nothing(tiny_dag: Path, tmp_path: Path):
+    """A Snakemake run handed to DVC, then outputs rewritten by DVC (`dvc checkout --relink`, as `dvc pull` or
+    `dvc exp apply` write them) handed back: afterwards neither tool plans anything. `dvc commit -f` alone (what
+    the docs said before) leaves the training text newer than the models: Snakemake then retrains them all."""
+    ablations = (REPO / "docs" / "ablations.md").read_text()
+    assert SNAKEMAKE_TO_DVC in ablations and DVC_TO_SNAKEMAKE in ablations
+    ws = git_repository(dag_copy(tiny_dag, tmp_path / "ws"))
+    assert planned_by_times(ws) == {}
+    sh(SNAKEMAKE_TO_DVC.split(), ws)
+    assert planned_by_times(ws) == {}
+    assert "up to date" in sh([str(BIN / "dvc"), "status"], ws).stdout
+
+    sh([str(BIN / "dvc"), "checkout", "--relink", "--force"], ws)  # DVC rewrites every output, in its order
+    assert planned_by_times(ws).get("train", 0) > 0  # what a user would retrain without the hand-over
+    sh(DVC_TO_SNAKEMAKE.split(), ws)
+    assert planned_by_times(ws) == {}
+    assert "Nothing to be done" in sh([str(BIN / "snakemake"), "-n"], ws).stdout
+    assert "up to date" in sh([str(BIN / "dvc"), "status"], ws).stdout
+
+    sh(["dvc", "commit", "-f"], ws)  # the old advice: the files copied back from DVC's cache, in its order
+    assert planned_by_times(ws).get("train", 0) > 0
