@@ -37,7 +37,7 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 TOOLS = ("snakemake", "dvc", "rnnsearch")
 DVC_COMMANDS = {("repro",), ("exp", "run"), ("exp", "show"), ("status",), ("push",), ("pull",), ("commit",),
                 ("metrics", "show"), ("metrics", "diff"), ("plots", "show"), ("plots", "diff"), ("remote", "add"),
-                ("remote", "modify"), ("exp", "apply")}
+                ("remote", "modify"), ("exp", "apply"), ("checkout",)}
 
 
 @dataclass(frozen=True)
