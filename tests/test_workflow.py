@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from .conftest import REPO, browser, dag_copy, repo_copy
 from .conftest import run as sh  # a command of this environment in a workspace
 
 MODELS = ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")
-DVC_MODELS = ("rnnencdec-30", "rnnsearch-50")  # the DVC tests' models: Table 1's baseline and the alignment model
+DVC_MODELS = MODELS  # the DVC tests' models: all four, as `dvc exp show` must fit them in 120 columns
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
@@ -36,6 +37,27 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
     """Snakemake's 'Job stats' table of a dry run: {rule: count}."""
     table = dry_run_output.split("Job stats:")[1].split("\n\n")[0]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
+
+
+def page_check(page: Path, script: str, tmp_path: Path, before: str, prelude: str = "") -> dict:
+    """`page` with tests/browser/<script> (after `prelude`) injected before the last `before` (libraries inlined
+    in a page may contain the tag in strings), opened by headless Chromium with every host unresolvable: the JSON
+    the script leaves in PRE#rnnsearch-check. Skips where there is no Chromium."""
+    chrome = browser()
+    if chrome is None:
+        pytest.skip("no chromium on this machine (.ci/run installs Debian's chromium)")
+    text = page.read_text(encoding="utf-8")
+    head, tail = text.rsplit(before, 1)
+    js = (Path(__file__).parent / "browser" / script).read_text(encoding="utf-8")
+    check = tmp_path / f"{page.stem}_check.html"
+    check.write_text(f"{head}<script>{prelude}\n{js}</script>{before}{tail}", encoding="utf-8")
+    dom = subprocess.run([chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={tmp_path / 'chromium'}",
+                          "--virtual-time-budget=120000", "--dump-dom", check.as_uri()], capture_output=True,
+                         text=True, timeout=300).stdout
+    found = dom.rsplit('<pre id="rnnsearch-check">', 1)
+    assert len(found) == 2, "the check script did not finish in the page"
+    return json.loads(html.unescape(found[1].split("</pre>", 1)[0]))
 
 
 def git_repository(ws: Path) -> Path:
@@ -58,7 +80,7 @@ def workspace(tiny_dag: Path, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def dvc_workspace(tmp_path_factory) -> Path:
-    """A copy of the repository's files with the tiny params.yaml (one replicate of two models: DVC_MODELS; the
+    """A copy of the repository's files with the tiny params.yaml (one replicate of each of DVC_MODELS; the
     training text in one shard, where tiny_dag has two) and its dvc.yaml, in git, nothing run: the DVC tests below
     run in it, in order."""
     others = [f"models.{m}" for m in MODELS if m not in DVC_MODELS]
@@ -135,19 +157,8 @@ def test_html_report_renders_its_figures_in_a_browser(workspace: Path, tmp_path:
     # none printed (docutils' "(ERROR/3) Undefined substitution"), none shown as a "problematic" link on the page
     problematic = re.search(r'class=\\?"problematic', page)  # in the page's data, its quotes escaped
     assert "ERROR/" not in built.stdout + built.stderr and not problematic, built.stderr[-2000:]
-    chrome = browser()
-    if chrome is None:
-        pytest.skip("no chromium on this machine (.ci/run installs Debian's chromium)")
-    script = (Path(__file__).parent / "browser" / "report_check.js").read_text(encoding="utf-8")
-    head, tail = page.rsplit("</body>", 1)  # the report's scripts contain "</body>" in strings: take the last
-    check = tmp_path / "report_check.html"
-    check.write_text(f'{head}<script>const CATEGORIES = ["Figures", "Tables", "Alignment"];\n{script}</script>'
-                     f"</body>{tail}", encoding="utf-8")
-    dom = subprocess.run([chrome, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=120000",
-                          "--dump-dom", check.as_uri()], capture_output=True, text=True, timeout=300).stdout
-    found = dom.rsplit('<pre id="rnnsearch-check">', 1)
-    assert len(found) == 2, "the check script did not finish in the page"
-    report = json.loads(html.unescape(found[1].split("</pre>", 1)[0]))
+    report = page_check(workspace / "results/report.html", "report_check.js", tmp_path, "</body>",
+                        'const CATEGORIES = ["Figures", "Tables", "Alignment"];')
     assert report["error"] is None and report["categories"] == {"Figures": True, "Tables": True, "Alignment": True}
     figures = ["bleu_by_length.png", "alignment_a.png", "alignment_b.png", "alignment_long.png"]
     for name in figures:
@@ -206,7 +217,7 @@ def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, 
         assert counts["translate"] == 2 and counts["score"] == 2
 
 
-def test_dvc_repro_gives_the_same_results_and_tracks_params(dvc_workspace: Path, tiny_dag: Path):
+def test_dvc_repro_gives_the_same_results_and_tracks_params(dvc_workspace: Path, tiny_dag: Path, tmp_path: Path):
     """`dvc repro` runs every stage; its outputs are those of `snakemake` (tiny_dag: replicate 1 of each model, the
     training text in two shards where this workspace has one)."""
     workspace = dvc_workspace
@@ -225,10 +236,11 @@ def test_dvc_repro_gives_the_same_results_and_tracks_params(dvc_workspace: Path,
     pd.testing.assert_frame_equal(pd.read_csv(workspace / "results/tables/table1_replicates.csv"),
                                   ours.reset_index(drop=True))
     assert "up to date" in sh([str(BIN / "dvc"), "status"], workspace).stdout
+    figure2_drawn_offline(workspace, tmp_path, ["plots", "show"], 1)
     plots = json.loads(sh([str(BIN / "dvc"), "plots", "show", "--json"], workspace).stdout)
-    names = set(plots["data"]) if "data" in plots else set(plots)
-    assert {"results/models/rnnsearch-50/replicate1/validation.tsv", "results/figures/bleu_by_length.png",
-            "results/figures/alignment_a.png"} <= names, sorted(names)
+    names = {name.split("::")[-1] for name in (plots["data"] if "data" in plots else plots)}
+    assert names == {"results/figures/bleu_by_length_models.csv"} | {  # the plots docs/ablations.md names
+        f"results/models/{m}/replicate1/{f}" for m in DVC_MODELS for f in ("learning_curve.tsv", "validation.tsv")}
 
     params = workspace / "params.yaml"
     original = params.read_text()
@@ -297,7 +309,10 @@ def test_dvc_push_and_pull_through_the_default_remote(dvc_workspace: Path):
         assert (workspace / f).read_bytes() == data, f
 
 
-def test_queued_decoding_experiments_rerun_only_decoding_and_what_follows(dvc_workspace: Path):
+EXP_SHOW = "dvc exp show --only-changed --drop 'Created|State|Executor|results/.*|.*No UNK' --keep '.*\\.All'"
+
+
+def test_queued_decoding_experiments_rerun_only_decoding_and_what_follows(dvc_workspace: Path, tmp_path: Path):
     """docs/ablations.md's grid: with dvc.lock committed, experiments of decode.beam queued and run together rerun
     no training (nor any data stage): translate, score, tables, figures, explorer and report only. `dvc exp show
     --only-changed` then shows the changed parameter and the headline metrics, nothing else."""
@@ -314,11 +329,36 @@ def test_queued_decoding_experiments_rerun_only_decoding_and_what_follows(dvc_wo
         assert {f"translate_{m}" for m in DVC_MODELS} <= ran, log
         assert ran <= {f"{s}_{m}" for s in ("translate", "score") for m in DVC_MODELS} | {"tables", "figures",
                                                                                           "explorer", "report"}, log
-    show = sh([str(BIN / "dvc"), "exp", "show", "--only-changed", "--drop", "results/", "--csv"], workspace).stdout
-    columns = set(next(csv.reader(io.StringIO(show))))  # the files' hashes dropped, as docs/ablations.md shows
-    assert "decode.beam" in columns and {c for c in columns if "." in c} <= {"decode.beam"} | {
-        f"{m}.{k}" for m in DVC_MODELS for k in ("All", "No UNK")}, sorted(columns)
+    assert EXP_SHOW in (REPO / "docs" / "ablations.md").read_text()
+    show = sh([str(BIN / "dvc"), *shlex.split(EXP_SHOW)[1:], "--csv"], workspace).stdout
+    columns = set(next(csv.reader(io.StringIO(show))))  # the changed parameter and Table 1's All BLEU, no more
+    assert {c for c in columns if "." in c} == {"decode.beam"} | {f"{m}.All" for m in DVC_MODELS}, sorted(columns)
+    experiments = [r["Experiment"] for r in csv.DictReader(io.StringIO(show)) if r["Experiment"]]
+    assert len(experiments) == 2, show
+    wide = sh([str(BIN / "dvc"), *shlex.split(EXP_SHOW)[1:], "--no-pager"], workspace, env={"COLUMNS": "120"}).stdout
+    lines = wide.splitlines()
+    assert max(map(len, lines)) <= 120 and "…" not in wide, wide  # nothing cut off
+    assert "decode.beam" in lines[1] and all(f"{m}.All" in lines[1] for m in DVC_MODELS), wide
+    assert sum(e in wide for e in experiments) == 2, wide
+    figure2_drawn_offline(workspace, tmp_path, ["plots", "diff", *experiments], 2)
     sh([str(BIN / "dvc"), "exp", "remove", "--all-commits"], workspace)
+
+
+def figure2_drawn_offline(workspace: Path, tmp_path: Path, command: list[str], revisions: int) -> None:
+    """`dvc <command>` writes its page where .dvc/config says (results/dvc_plots, ignored by git), and headless
+    Chromium with no network draws Figure 2 in it: a line per model and revision, the buckets in their order."""
+    out = sh([str(BIN / "dvc"), *command], workspace).stdout
+    page = workspace / "results/dvc_plots/index.html"
+    assert page.as_uri() in out and not (workspace / "dvc_plots").exists()
+    untracked = sh(["git", "status", "--porcelain", "--untracked-files=all"], workspace).stdout
+    assert "dvc_plots" not in untracked, untracked  # results/ is ignored
+    report = page_check(page, "dvc_plots_check.js", tmp_path, "</head>")
+    assert report["error"] is None and report["vegaEmbed"] == "function", report
+    charts = {c["title"]: c for c in report["charts"]}
+    figure2 = charts["Figure 2: tokenized BLEU by source length (mean over replicates)"]
+    assert figure2.get("error") is None and figure2["lines"] == len(DVC_MODELS) * revisions, figure2
+    buckets = [label for label in figure2["axis_labels"] if label[0].isdigit() and ("-" in label or "+" in label)]
+    assert buckets == ["1-10", "11-20", "21+"], figure2
 
 
 def test_dvc_exp_run_is_an_ablation_of_one_model(dvc_workspace: Path):

@@ -118,7 +118,7 @@ def stage_of(job, all_replicates: set[str]) -> dict:
                 outs.append(folder)
         elif _is(o, METRICS):
             metrics.append(o)
-        elif _is(o, PLOTS) or (o.startswith("results/figures/") and o.endswith(".png")):
+        elif _is(o, PLOTS):
             plots.append(o)
         else:
             outs.append(o)
@@ -149,8 +149,8 @@ def render(jobs) -> str:
     train = [j for j in jobs if j.rule.name == "train"]
     models = [j.wildcards_dict["model"] for j in train]
     dvc = {"stages": {stage_name(j): stage_of(j, all_replicates) for j in jobs},  # the tables stage's metrics
-           "plots": [{FIGURE2: {"x": "bucket", "y": models, "title": "Figure 2: tokenized BLEU by source length "
-                                "(mean over replicates)"}},
+           "plots": [{FIGURE2: {"template": "figure2", "x": "bucket", "y": models,  # .dvc/plots/figure2.json
+                                "title": "Figure 2: tokenized BLEU by source length (mean over replicates)"}},
                      *(_plot(str(f), j.wildcards_dict["model"]) for j in train for f in sorted(map(str, j.output))
                        if _is(f, PLOTS))]}
     return HEADER + yaml.safe_dump(dvc, sort_keys=False, width=100)

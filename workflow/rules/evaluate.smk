@@ -70,6 +70,7 @@ rule figures:
             category="Figures",
         ),
         "results/figures/bleu_by_length_models.csv",  # Figure 2's means, a column per model: `dvc plots show`
+        "results/figures/dvc_page.html",  # the page `dvc plots show` draws in, Vega inlined (.dvc/config)
         report(
             expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
             caption="../report/figure3.rst",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import random
 from pathlib import Path
@@ -22,10 +23,44 @@ log = logging.getLogger("rnnsearch.figures")
 
 _STYLE = {"rnnsearch": "-", "rnnencdec": "--"}
 
+# The page `dvc plots show` fills (.dvc/config's plots.html_template): Vega, Vega-Lite and vega-embed inlined from
+# the copies Snakemake ships for its own report, so that DVC's charts draw without the CDN DVC's page loads them from.
+VEGA_SCRIPTS = ("vega/vega.js", "vega-lite/vega-lite.js", "vega-embed/vega-embed.js")
+DVC_PAGE = """<!DOCTYPE html>
+<html>
+<head>
+<meta charset="utf-8">
+<title>rnnsearch: DVC plots</title>
+<style>body { font-family: sans-serif; } table { border-spacing: 15px; }</style>
+SCRIPTS
+</head>
+<body>
+{plot_divs}
+</body>
+</html>
+"""
+
 
 def _save(fig, path: Path) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=path.suffix[1:], dpi=150, bbox_inches="tight")
+
+
+def write_dvc_page(path: Path) -> None:
+    """DVC's plots page (DVC_PAGE) with Vega inlined, each library's licence beside it."""
+    found = importlib.util.find_spec("snakemake")
+    assets = Path(next(iter(found.submodule_search_locations))) / "assets" / "data" if found else None
+    scripts = []
+    for name in VEGA_SCRIPTS:
+        js = assets / name if assets else None
+        if js is None or not js.is_file():
+            raise InputError(f"{js or 'snakemake'}: not found; DVC's plots page inlines the Vega that Snakemake ships "
+                             "(reinstall snakemake)")
+        licence = (js.parent / "LICENSE").read_text(encoding="utf-8") if (js.parent / "LICENSE").is_file() else ""
+        scripts.append(f"<!-- {name}\n{licence.replace('--', '- -')}-->\n<script>\n{js.read_text(encoding='utf-8')}"
+                       "\n</script>")
+    with atomic_path(path) as tmp:
+        tmp.write_text(DVC_PAGE.replace("SCRIPTS", "\n".join(scripts)), encoding="utf-8")
 
 
 def bleu_by_length_table(scores: list[dict]) -> pd.DataFrame:
@@ -144,6 +179,7 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
         df.pivot_table(index="bucket", columns="model", values="bleu", sort=False)[list(archs)].reset_index().to_csv(
             tmp, index=False)
     figure2(df, archs, out / "bleu_by_length")
+    write_dvc_page(out / "dvc_page.html")
 
     src_tok, hyp_tok = read_lines(src_tok_path), read_lines(hyp_tok_path)
     with np.load(attention) as npz:
