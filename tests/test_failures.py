@@ -3,6 +3,7 @@ file and line named by each error."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -307,3 +308,22 @@ def test_yaml_errors_name_file_and_line_under_snakemake(tmp_path: Path):
     (tmp_path / "overlay.yaml").write_text("decode:\n  beam: 5\n  batch_size: 8\n  beam: 6\n")
     assert "overlay.yaml:4: key 'beam' given twice (first on line 2)" in _dry_run(tmp_path, "--configfile",
                                                                                str(tmp_path / "overlay.yaml"))
+
+
+@pytest.mark.parametrize("err", [errno.EROFS, errno.EACCES])
+def test_a_folder_that_cannot_hold_the_temporary_names_the_users_file(tmp_path: Path, monkeypatch, err):
+    """A read-only or forbidden folder fails at the hidden temporary beside the file: the error names the user's
+    path, not `.out.txt.<random>.tmp`, and nothing is left (the regression of `translate --output ro/out.txt`)."""
+    import tempfile
+
+    from rnnsearch.textio import WriteError, write_lines_atomic
+
+    def refuse(prefix, suffix, dir):
+        raise OSError(err, os.strerror(err), os.path.join(dir, f"{prefix}axyh6_h2{suffix}"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    out = tmp_path / "ro" / "out.txt"
+    with pytest.raises(WriteError) as raised:
+        write_lines_atomic(out, ["a"])
+    assert str(raised.value) == f"{out}: cannot write ({os.strerror(err)}); nothing was written under this name"
+    assert list(out.parent.iterdir()) == []

@@ -83,8 +83,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield Path(tmp)
         os.chmod(tmp, file_mode())
         os.replace(tmp, path)
-    except OSError as e:
-        if e.filename in (tmp, str(path)) or (e.filename is None and (e.errno in _WRITE_ERRNOS or tmp is None)):
+    except OSError as e:  # before the temporary exists (mkdir, mkstemp: a read-only folder) or on it or `path`
+        if tmp is None or e.filename in (tmp, str(path)) or (e.filename is None and e.errno in _WRITE_ERRNOS):
             raise WriteError(f"{path}: cannot write ({e.strerror or e}); nothing was written under this name"
                              ) from None
         raise
