@@ -5,6 +5,11 @@ embedded corpus's text as the user's dev and test, a few updates each; so that t
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +18,7 @@ import yaml
 
 from rnnsearch.bench import rehearsal
 from rnnsearch.data.corpus import synthetic
-from rnnsearch.textio import InputError
+from rnnsearch.textio import EXIT_INTERRUPTED, InputError
 
 
 def test_the_generated_corpus_has_the_dev_lengths_and_the_real_words(tmp_path: Path):
@@ -43,6 +48,25 @@ def test_the_rehearsal_config_is_paper_yaml_with_its_data_budgets_and_shards():
     assert params["data"]["source"] == "local" and params["prepare"]["shards"] == 16
     with pytest.raises(InputError, match="--models rnnsearch-80: not a model of paper.yaml"):
         rehearsal.rehearsal_params(["rnnsearch-80"], 300, 2, 16)
+    assert rehearsal.targets(["rnnsearch-50"], params) == [] and rehearsal.targets(None, params) == []
+
+
+def test_any_subset_of_paper_yamls_models_is_a_valid_rehearsal():
+    """A subset without figures.alignment_model (RNNsearch-50) keeps it in the config, for the figures' key, and
+    builds the subset's scores only: neither its config nor its targets name a model it does not train."""
+    params = rehearsal.rehearsal_params(["rnnencdec-30"], updates=300, validations=2, shards=2)
+    assert list(params["models"]) == ["rnnencdec-30", "rnnsearch-50"]
+    assert rehearsal.targets(["rnnencdec-30"], params) == ["results/scores/rnnencdec-30/replicate1.json"]
+    whole = rehearsal.rehearsal_params(None, 300, 2, 2)
+    assert len(whole["models"]) == 5 and rehearsal.targets(None, whole) == []
+
+
+def test_a_missing_dev_or_test_file_stops_before_the_workspace_is_made(tmp_path: Path):
+    synthetic.write_corpus(synthetic.generate(5, 50, 20, 8, 60, 20, 20, 20, 20), tmp_path)
+    out = tmp_path / "rehearsal"
+    with pytest.raises(InputError, match=f"{tmp_path / 'none.en'}: no such file"):
+        rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "none"), str(out), 0.002, 2, 2, 2, 2, None, 1)
+    assert not out.exists()
 
 
 @pytest.mark.slow
@@ -71,7 +95,7 @@ def test_the_rehearsal_runs_the_papers_dag_with_paper_size_models_on_the_cpu(tmp
     projected = result["projection"]
     hours = [p["hours"] for p in projected["models"].values()]
     assert projected["one_device_hours"] == pytest.approx(sum(hours), abs=0.02)
-    assert projected["five_devices_hours"] == max(hours)
+    assert projected["one_model_per_device_hours"] == max(hours) and projected["devices"] == 2
     assert (out / "results" / "explorer.html").exists() and (out / "results" / "report.md").exists()
     with pytest.raises(InputError, match="results exists: give the rehearsal a new --out-dir"):
         rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "test"), str(out), 0.002, 2, 2, 2, 2, None, 1)
@@ -135,3 +159,39 @@ def test_the_rehearsal_reads_the_gpu_memory_and_graphs_of_each_progress_line(tmp
                                                  "150\t0.03\t193.2\t22952.0\t4.0\n300\t0.07\t172.6\t123396.0\t8.5\n")
     assert rehearsal.training(tmp_path)["gpu_memory_by_update"] == [
         {"update": 150, "allocated_gb": 1.3, "reserved_gb": 5.2, "cuda_graphs": 28}]
+
+
+def processes_in(folder: Path) -> list[str]:
+    """The command lines of this machine's processes whose working directory lies in `folder`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")).is_relative_to(folder):
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_rehearsal_and_everything_it_started(tmp_path: Path):
+    """SIGTERM while a paper-size training runs: the rehearsal exits 75, and a few seconds later no process it
+    started (Snakemake, the training) is left in its workspace, nor Snakemake's lock."""
+    synthetic.write_corpus(synthetic.generate(5, 50, 20, 8, 60, 20, 20, 20, 20), tmp_path)
+    out = tmp_path / "rehearsal"
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "rnnsearch"), "rehearse", "--dev", str(tmp_path / "dev"),
+                             "--test", str(tmp_path / "test"), "--out-dir", str(out), "--millions", "0.002",
+                             "--updates", "400", "--cores", "1", "--shards", "1", "--models", "rnnencdec-30"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not list((out / "results" / "logs").glob("train/*/*.log")) if out.exists() else True:
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-2000:]
+        time.sleep(0.2)
+    time.sleep(2)  # the training is under way
+    assert any("rnnsearch train" in c for c in processes_in(out))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == EXIT_INTERRUPTED, proc.stderr.read()[-2000:]
+    time.sleep(3)
+    assert processes_in(out) == []
+    assert not list((out / ".snakemake" / "locks").glob("*"))
+    assert "Snakemake and its jobs stopped" in proc.stderr.read()

@@ -25,11 +25,12 @@ On a GPU that is the paper's run on one GPU and on five; on a CPU the command is
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -42,7 +43,7 @@ import yaml
 from rnnsearch import config as cfg
 from rnnsearch.closure import REPO
 from rnnsearch.runtime import cpu_name, git_commit
-from rnnsearch.textio import InputError, read_json, read_lines, read_parallel, write_json_atomic
+from rnnsearch.textio import InputError, Interrupted, read_json, read_lines, read_parallel, write_json_atomic
 
 PIPELINE = ("Snakefile", "params.yaml", "workflow", "envs", "src/rnnsearch")
 PAPER = REPO / "workflow" / "configs" / "paper.yaml"
@@ -64,8 +65,8 @@ def workspace(out: Path) -> Path:
     return out
 
 
-def real_text(prefixes: list[str], langs: tuple[str, str], dest: Path) -> list[tuple[str, str]]:
-    """The sentence pairs of `prefixes` (<prefix>.<lang>, line-aligned), written to dest.<lang>."""
+def real_text(prefixes: list[str], langs: tuple[str, str]) -> list[tuple[str, str]]:
+    """The sentence pairs of `prefixes` (<prefix>.<lang>, line-aligned)."""
     pairs: list[tuple[str, str]] = []
     for prefix in prefixes:
         paths = [Path(f"{prefix}.{lang}") for lang in langs]
@@ -74,9 +75,12 @@ def real_text(prefixes: list[str], langs: tuple[str, str], dest: Path) -> list[t
                 raise InputError(f"{path}: no such file (a --dev or --test prefix names <prefix>.{langs[0]} and "
                                  f"<prefix>.{langs[1]})")
         pairs += zip(*read_parallel(*paths))
+    return pairs
+
+
+def write_pairs(pairs: list[tuple[str, str]], langs: tuple[str, str], dest: Path) -> None:
     for k, lang in enumerate(langs):
         dest.with_suffix(f".{lang}").write_text("".join(p[k] + "\n" for p in pairs), encoding="utf-8")
-    return pairs
 
 
 def vocabulary(tokenized: list[str], types: int = FILL_TYPES, share: float = FILL_SHARE) -> tuple[np.ndarray, np.ndarray]:
@@ -115,32 +119,73 @@ def generate(pairs: int, lengths: np.ndarray, vocabs: list[tuple[np.ndarray, np.
 
 
 def rehearsal_params(models: list[str] | None, updates: int, validations: int, shards: int) -> dict:
-    """paper.yaml over params.yaml, with the rehearsal's data, budgets and shards; `models`: a subset."""
+    """paper.yaml over params.yaml, with the rehearsal's data, budgets and shards; `models`: a subset, which keeps
+    figures.alignment_model in the config (the figures need it) though only the subset is built."""
     config = cfg.load_params([REPO / "params.yaml", PAPER])
     unknown = sorted(set(models or []) - set(config["models"]))
     if unknown:
         raise InputError(f"--models {unknown[0]}: not a model of paper.yaml (its models: {', '.join(config['models'])})")
+    kept = set(models or config["models"]) | {config["figures"]["alignment_model"]}
     changes = {"data": {"source": "local", "local": {"train": "data/train", "dev": "data/dev", "test": "data/test"}},
                "prepare": {"shards": shards},
                "models": {m: {"max_updates": updates} for m in config["models"]},
                "train": {"validate_every": max(1, updates // validations), "checkpoint_every": updates,
                          "log_every": max(1, updates // 20)},
-               "remove": [f"models.{m}" for m in config["models"] if models and m not in models]}
+               "remove": [f"models.{m}" for m in config["models"] if m not in kept]}
     merged = cfg.overlay(config, changes, "rnnsearch rehearse")
     cfg.validate(merged)
     return merged
 
 
-def run_pipeline(ws: Path, cores: int) -> dict:
-    """`snakemake --cores <cores>` in the workspace, one GPU job at a time (paper.yaml's trainings and
-    translations each ask for a GPU); its output in snakemake.log."""
+def targets(models: list[str] | None, params: dict) -> list[str]:
+    """Snakemake's targets: the whole DAG (of a subset that holds figures.alignment_model too), else the subset's
+    scores: its data, trainings and translations (the figures need the alignment model's attention)."""
+    if not models or params["figures"]["alignment_model"] in models:
+        return []
+    return [f"results/scores/{m}/replicate1.json" for m in models]
+
+
+def run_pipeline(ws: Path, cores: int, goals: list[str]) -> dict:
+    """`snakemake --cores <cores> [goals]` in the workspace, one GPU job at a time (paper.yaml's trainings and
+    translations each ask for a GPU); its output in snakemake.log. SIGTERM or SIGINT to the rehearsal stops
+    Snakemake and every job it started (their own process group), waits for them, and raises Interrupted."""
     bin_dir = Path(sys.executable).parent  # this environment's snakemake and rnnsearch first
-    command = ["snakemake", "--cores", str(cores), "--resources", "gpu=1"]
+    command = ["snakemake", *goals, "--cores", str(cores), "--resources", "gpu=1"]
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    start = time.monotonic()
+    start, stopped = time.monotonic(), {}
     with open(ws / "snakemake.log", "w", encoding="utf-8") as log:
-        status = subprocess.run(command, cwd=ws, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        proc = subprocess.Popen(command, cwd=ws, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+        def stop(signum, frame):
+            stopped.setdefault("signal", signum)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            status = proc.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    if stopped:
+        _reap(proc.pid)
+        raise Interrupted(f"rehearse: signal {stopped['signal']}: Snakemake and its jobs stopped; {ws} is left "
+                          "as it was (a new --out-dir starts again)")
     return {"command": " ".join(command), "exit_status": status, "seconds": round(time.monotonic() - start, 1)}
+
+
+def _reap(group: int, seconds: float = 60) -> None:
+    """Wait up to `seconds` for the process group's last members (jobs saving a checkpoint), then SIGKILL them."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
 
 
 def jobs(ws: Path) -> list[dict]:
@@ -174,9 +219,14 @@ def training(folder: Path) -> dict:
               for u, a, r, g in re.findall(r"update (\d+)/\d+ .*GPU memory ([\d.]+) GB allocated, ([\d.]+) GB "
                                            r"reserved(?:, (\d+) CUDA graphs)?", text)]
     return {"updates": stats["updates"], "seconds": stats["seconds"], "device": stats["device"],
-            "parameters": stats["parameters"], "updates_per_s": float(np.median(steady)) if steady else None,
+            "parameters": stats["parameters"], "updates_per_s": figure(np.median(steady)) if steady else None,
             "validation_seconds": validations, "cuda_graphs": int(graphs[-1][0]) if graphs else 0,
             "padded_shapes": int(graphs[-1][1]) if graphs else None, "gpu_memory_by_update": memory}
+
+
+def figure(x: float) -> float:
+    """A measured rate or time as JSON shows it: 4 significant digits (0.116, not 0.11600928074245938)."""
+    return float(f"{float(x):.4g}")
 
 
 def projection(trainings: dict, decoding: dict, paper: dict) -> dict:
@@ -189,18 +239,18 @@ def projection(trainings: dict, decoding: dict, paper: dict) -> dict:
         if not t["updates_per_s"] or not t["validation_seconds"]:
             models[m] = {"budget": budget, "hours": None, "why": "no steady rate or validation was measured"}
             continue
-        validation = float(np.median(t["validation_seconds"]))
+        validation = figure(np.median(t["validation_seconds"]))
         seconds = budget / t["updates_per_s"] + budget // every * validation + decoding.get(m, {}).get("seconds", 0)
         models[m] = {"budget": budget, "updates_per_s": t["updates_per_s"], "validation_seconds": validation,
                      "validations": budget // every, "hours": round(seconds / 3600, 2)}
     hours = [x["hours"] for x in models.values() if x["hours"] is not None]
     every_model = len(hours) == len(models)
-    return {"validate_every": every, "models": models,
+    return {"validate_every": every, "models": models, "devices": len(models),
             "one_device_hours": round(sum(hours), 2) if every_model and hours else None,
-            "five_devices_hours": round(max(hours), 2) if every_model and hours else None,
-            "note": "on this machine's device (machine.gpu, else its CPU): one device trains and translates the "
-                    "models one after the other, five devices one model each; data preparation, scoring and "
-                    "queueing are not included"}
+            "one_model_per_device_hours": round(max(hours), 2) if every_model and hours else None,
+            "note": f"on this machine's device (machine.gpu, else its CPU): one device trains and translates the "
+                    f"models one after the other, {len(models)} devices one model each; data preparation, scoring "
+                    "and queueing are not included"}
 
 
 def run_rehearse(dev: list[str], test: str, out_dir: str, millions: float, updates: int, validations: int,
@@ -212,24 +262,26 @@ def run_rehearse(dev: list[str], test: str, out_dir: str, millions: float, updat
         raise InputError(f"{ws}/results exists: give the rehearsal a new --out-dir (nothing there is overwritten)")
     params = rehearsal_params(models, updates, validations, shards or os.cpu_count() or 1)
     langs = (params["data"]["src"], params["data"]["tgt"])
+    dev_pairs, test_pairs = real_text(dev, langs), real_text([test], langs)  # read before anything is made
     workspace(ws)
     (ws / "params.yaml").write_text("# rnnsearch rehearse: paper.yaml over params.yaml, with the rehearsal's data, "
                                     "budgets and shards\n" + yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     (ws / "data").mkdir(exist_ok=True)
-    dev_pairs = real_text(dev, langs, ws / "data" / "dev")
-    test_pairs = real_text([test], langs, ws / "data" / "test")
+    write_pairs(dev_pairs, langs, ws / "data" / "dev")
+    write_pairs(test_pairs, langs, ws / "data" / "test")
     tokenized = [tokenize_lines([p[k] for p in dev_pairs + test_pairs], lang) for k, lang in enumerate(langs)]
     lengths = np.array([[max(1, len(s.split())), max(1, len(t.split()))]
                         for s, t in zip(*(side[: len(dev_pairs)] for side in tokenized))])
     pairs = int(round(millions * 1e6))
     generate(pairs, lengths, [vocabulary(side) for side in tokenized], ws / "data" / "train", langs, seed)
     generated = time.monotonic() - start
-    pipeline = run_pipeline(ws, cores)
+    pipeline = run_pipeline(ws, cores, targets(models, params))
     paper = cfg.load_params([REPO / "params.yaml", PAPER])
     models_dir, tr_dir = ws / "results" / "models", ws / "results" / "translations"
-    trainings = {m: training(models_dir / m / "replicate1") for m in params["models"]
+    built = models or list(params["models"])
+    trainings = {m: training(models_dir / m / "replicate1") for m in built
                  if (models_dir / m / "replicate1" / "train_stats.json").exists()}
-    decoding = {m: read_json(tr_dir / m / "replicate1" / "decode_stats.json") for m in params["models"]
+    decoding = {m: read_json(tr_dir / m / "replicate1" / "decode_stats.json") for m in built
                 if (tr_dir / m / "replicate1" / "decode_stats.json").exists()}
     found = jobs(ws)
     for m, d in decoding.items():  # the translation job's whole wall time (model loading, All and No UNK)
@@ -239,7 +291,7 @@ def run_rehearse(dev: list[str], test: str, out_dir: str, millions: float, updat
 
     result = {"benchmark": "rehearsal", "pairs": pairs, "dev_sentences": len(dev_pairs),
               "test_sentences": len(test_pairs), "updates": updates, "validations": validations,
-              "shards": params["prepare"]["shards"], "cores": cores, "models": list(params["models"]),
+              "shards": params["prepare"]["shards"], "cores": cores, "models": built,
               "generate_seconds": round(generated, 1), "pipeline": pipeline, "jobs": found,
               "trainings": trainings, "decoding": decoding, "projection": projection(trainings, decoding, paper),
               "machine": {"processor": cpu_name(), "cpus": os.cpu_count(), "torch": torch.__version__,
