@@ -6,6 +6,8 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+report: "workflow/report/workflow.rst"  # the HTML report's landing page: Tables 1 and 2
+
 
 # No `configfile: "params.yaml"`: common.smk reads params.yaml and the --configfile overlays with the loader every
 # stage uses, whose errors name the file and line (a YAML error, a key given twice, a bad value).

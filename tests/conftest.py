@@ -3,6 +3,8 @@ and the real data in ../shared/data when it is there."""
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -193,6 +195,29 @@ def tiny_dag(tmp_path_factory) -> Path:
 def browser() -> str | None:
     """Headless Chromium's command where it is installed (.ci/run installs Debian's chromium)."""
     return next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
+def page_check(page: Path, script: str, tmp_path: Path, before: str, prelude: str = "",
+               window: tuple[int, int] = (1280, 1000)) -> dict:
+    """`page` with tests/browser/<script> (after `prelude`) injected before the last `before` (libraries inlined
+    in a page may contain the tag in strings), opened by headless Chromium with every host unresolvable: the JSON
+    the script leaves in PRE#rnnsearch-check. Skips where there is no Chromium."""
+    chrome = browser()
+    if chrome is None:
+        pytest.skip("no chromium on this machine (.ci/run installs Debian's chromium)")
+    text = page.read_text(encoding="utf-8")
+    head, tail = text.rsplit(before, 1)
+    js = (Path(__file__).parent / "browser" / script).read_text(encoding="utf-8")
+    check = tmp_path / f"{page.stem}_check.html"
+    check.write_text(f"{head}<script>{prelude}\n{js}</script>{before}{tail}", encoding="utf-8")
+    dom = subprocess.run([chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={tmp_path / 'chromium'}",
+                          f"--window-size={window[0]},{window[1]}",
+                          "--virtual-time-budget=120000", "--dump-dom", check.as_uri()], capture_output=True,
+                         text=True, timeout=300).stdout
+    found = dom.rsplit('<pre id="rnnsearch-check">', 1)
+    assert len(found) == 2, "the check script did not finish in the page"
+    return json.loads(html.unescape(found[1].split("</pre>", 1)[0]))
 
 
 def dag_copy(dag: Path, dest: Path, overrides: dict | None = None) -> Path:

@@ -20,7 +20,7 @@ import pytest
 from rnnsearch.evaluation import explorer
 from rnnsearch.textio import InputError
 
-from .conftest import browser
+from .conftest import browser, page_check
 
 
 def page_data(path: Path) -> tuple[dict, np.ndarray]:
@@ -162,3 +162,23 @@ def test_the_explorer_benchmark_measures_a_generated_set(tmp_path: Path):
     assert json.loads((tmp_path / "explorer.json").read_text()) == result
     assert result["sentences"] == 40 and result["attention_models"] == 3 and result["page_bytes"] > 10_000
     assert (len(result["load_ms"]) == 1 and result["load_ms"][0] > 0) if browser() else result["load_ms"] == []
+
+
+def test_the_explorer_opens_on_long_sentences_and_a_click_shows_the_sentence(tmp_path: Path):
+    """bench-explorer's generated test set (300 sentences of newstest2014's lengths, five models) in a 1280 × 1000
+    window: the aggregates begin within the first 1,000 px, every row of the first screen has at least 20 source
+    words (the default view: the longest length bucket first, then A − B), and a click on the 81st row, scrolled
+    to, brings its sentence into the viewport."""
+    from rnnsearch.bench.explorer import MODELS, generate
+
+    scores = generate(tmp_path, 300, 7)
+    page = tmp_path / "explorer.html"
+    d = str(tmp_path)
+    explorer.run_explorer(scores, {m: f"{d}/{m}" for m in MODELS}, f"{d}/test.en", f"{d}/test.fr", f"{d}/test.en",
+                          f"{d}/test.fr", f"{d}/vocab.fr.tsv", f"{d}/bleu_by_length.csv", str(page))
+    report = page_check(page, "explorer_check.js", tmp_path, "</body>", window=(1280, 1000))
+    assert report["error"] is None and report["state"] == "ready", report
+    assert report["aggregates_top"] < 1000
+    assert len(report["first_screen_words"]) >= 5 and min(report["first_screen_words"]) >= 20, report
+    assert report["heading"].startswith(f"Sentence {report['clicked_line']} (")
+    assert 0 <= report["heading_box"]["top"] and report["heading_box"]["bottom"] <= report["height"], report

@@ -23,7 +23,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from .conftest import REPO, browser, dag_copy, repo_copy
+from rnnsearch.evaluation.names import paper_name
+
+from .conftest import REPO, dag_copy, page_check, repo_copy
 from .conftest import run as sh  # a command of this environment in a workspace
 
 MODELS = ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50")
@@ -37,27 +39,6 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
     """Snakemake's 'Job stats' table of a dry run: {rule: count}."""
     table = dry_run_output.split("Job stats:")[1].split("\n\n")[0]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
-
-
-def page_check(page: Path, script: str, tmp_path: Path, before: str, prelude: str = "") -> dict:
-    """`page` with tests/browser/<script> (after `prelude`) injected before the last `before` (libraries inlined
-    in a page may contain the tag in strings), opened by headless Chromium with every host unresolvable: the JSON
-    the script leaves in PRE#rnnsearch-check. Skips where there is no Chromium."""
-    chrome = browser()
-    if chrome is None:
-        pytest.skip("no chromium on this machine (.ci/run installs Debian's chromium)")
-    text = page.read_text(encoding="utf-8")
-    head, tail = text.rsplit(before, 1)
-    js = (Path(__file__).parent / "browser" / script).read_text(encoding="utf-8")
-    check = tmp_path / f"{page.stem}_check.html"
-    check.write_text(f"{head}<script>{prelude}\n{js}</script>{before}{tail}", encoding="utf-8")
-    dom = subprocess.run([chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                          "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={tmp_path / 'chromium'}",
-                          "--virtual-time-budget=120000", "--dump-dom", check.as_uri()], capture_output=True,
-                         text=True, timeout=300).stdout
-    found = dom.rsplit('<pre id="rnnsearch-check">', 1)
-    assert len(found) == 2, "the check script did not finish in the page"
-    return json.loads(html.unescape(found[1].split("</pre>", 1)[0]))
 
 
 def git_repository(ws: Path) -> Path:
@@ -160,6 +141,11 @@ def test_html_report_renders_its_figures_in_a_browser(workspace: Path, tmp_path:
     report = page_check(workspace / "results/report.html", "report_check.js", tmp_path, "</body>",
                         'const CATEGORIES = ["Figures", "Tables", "Alignment"];')
     assert report["error"] is None and report["categories"] == {"Figures": True, "Tables": True, "Alignment": True}
+    table1 = pd.read_csv(workspace / "results/tables/table1.csv")  # the landing page shows Table 1 as text
+    for model, bleu in zip(table1["Model"], table1["All (tokenized BLEU)"]):
+        row = next(line for line in report["landing"].splitlines() if line.startswith(paper_name(model, model[:9])))
+        assert f"{bleu:.2f}" in row, (model, row)
+    assert "Table 2: learning statistics" in report["landing"]
     figures = ["bleu_by_length.png", "alignment_a.png", "alignment_b.png", "alignment_long.png"]
     for name in figures:
         shown = report["shown"][f"results/figures/{name}"]["images"]

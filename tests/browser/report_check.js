@@ -1,6 +1,6 @@
 // Injected at the end of Snakemake's HTML report by tests/test_workflow.py and run by headless Chromium:
 // open every result of every category with its "eye" button, as a reader would, and record what the page
-// then shows (each <img> and whether it decoded), as JSON in a PRE element with id rnnsearch-check, appended
+// then shows (each <img> and whether it decoded), and the text of the page it opens on, as JSON in a PRE element with id rnnsearch-check, appended
 // to the body, which --dump-dom prints. CATEGORIES (the report categories to open) is defined by the caller.
 (() => {
   const pause = ms => new Promise(r => setTimeout(r, ms));
@@ -13,6 +13,7 @@
     const report = {categories: {}, shown: {}, error: null};
     try {
     await pause(1000);
+    report.landing = document.querySelector("#app").innerText.slice(0, 20000);  // what the report opens on
     for (const category of CATEGORIES) {
       const results = byText("Results");  // back to the list of categories
       if (results) click(results);

@@ -31,12 +31,12 @@ rule tables:
         code=stage_code("tables"),
     output:
         report(
-            multiext("results/tables/table1", ".csv", ".md", "_replicates.csv"),
+            multiext("results/tables/table1", ".csv", ".md", ".rst", "_replicates.csv"),
             caption="../report/table1.rst",
             category="Tables",
         ),
         report(
-            multiext("results/tables/table2", ".csv", ".md"),
+            multiext("results/tables/table2", ".csv", ".md", ".rst"),
             caption="../report/table2.rst",
             category="Tables",
         ),

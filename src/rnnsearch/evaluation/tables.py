@@ -15,12 +15,17 @@ from rnnsearch.textio import InputError, atomic_path, read_json, read_lines, wri
 
 
 def _write(numbers: pd.DataFrame, display: pd.DataFrame, stem: Path, notes: list[str]) -> None:
-    """The numbers as CSV; as Markdown, the table as shown (mean ± sd, p-values with four digits) and its notes."""
+    """The numbers as CSV; as Markdown, the table as shown (mean ± sd, p-values with four digits) and its notes;
+    the same as reStructuredText (the landing page of Snakemake's HTML report includes it)."""
     with atomic_path(stem.with_suffix(".csv")) as tmp:
         numbers.to_csv(tmp, index=False)
     with atomic_path(stem.with_suffix(".md")) as tmp:
         tmp.write_text(display.to_markdown(index=False, floatfmt=".2f", disable_numparse=True) + "\n\n"
                        + "\n".join(notes) + "\n", encoding="utf-8")
+    escaped = display.map(lambda x: x.replace("\\", "\\\\").replace("*", "\\*") if isinstance(x, str) else x)
+    with atomic_path(stem.with_suffix(".rst")) as tmp:
+        tmp.write_text(escaped.to_markdown(index=False, tablefmt="rst", floatfmt=".2f", disable_numparse=True)
+                       + "\n", encoding="utf-8")
 
 
 def paired_bootstrap(names: list[str], hyps: list[list[str]], refs: list[str], samples: int) -> dict[str, float]:
