@@ -197,6 +197,15 @@ def browser() -> str | None:
     return next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 
 
+# What every tests/browser script calls with its findings: they go into PRE#rnnsearch-check, which --dump-dom prints.
+DONE = """function rnnsearchCheckDone(report) {
+  const pre = document.createElement("pre");
+  pre.id = "rnnsearch-check";
+  pre.textContent = JSON.stringify(report);
+  document.body.appendChild(pre);
+}"""
+
+
 def page_check(page: Path, script: str, tmp_path: Path, before: str, prelude: str = "",
                window: tuple[int, int] = (1280, 1000)) -> dict:
     """`page` with tests/browser/<script> (after `prelude`) injected before the last `before` (libraries inlined
@@ -209,7 +218,7 @@ def page_check(page: Path, script: str, tmp_path: Path, before: str, prelude: st
     head, tail = text.rsplit(before, 1)
     js = (Path(__file__).parent / "browser" / script).read_text(encoding="utf-8")
     check = tmp_path / f"{page.stem}_check.html"
-    check.write_text(f"{head}<script>{prelude}\n{js}</script>{before}{tail}", encoding="utf-8")
+    check.write_text(f"{head}<script>{DONE}\n{prelude}\n{js}</script>{before}{tail}", encoding="utf-8")
     dom = subprocess.run([chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                           "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={tmp_path / 'chromium'}",
                           f"--window-size={window[0]},{window[1]}",

@@ -42,9 +42,6 @@
     } catch (e) {
       report.error = String(e);
     }
-    const pre = document.createElement("pre");
-    pre.id = "rnnsearch-check";
-    pre.textContent = JSON.stringify(report);
-    document.body.appendChild(pre);
+    rnnsearchCheckDone(report);
   });
 })();
