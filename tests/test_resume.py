@@ -95,6 +95,26 @@ def interrupt(data: Path, out: Path, sig: int, params: Path | None = None) -> in
 
 
 @pytest.mark.slow
+def test_a_job_signalled_again_and_again_still_ends_its_log_with_its_exit_lines(data: Path, tmp_path: Path):
+    """Slurm's time limit: SIGTERM, and more of them while the job saves and exits (to the batch shell and the job
+    step alike). train.log, the history of every job, must still end with this job's exit lines, which the retry
+    policy reads (a job that ends without them counts as killed without a word)."""
+    out = tmp_path / "signalled"
+    proc = subprocess.Popen(train_cmd(data, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (out / "checkpoint.pt").exists():
+        assert proc.poll() is None and time.time() < deadline, "training ended before its first checkpoint"
+        time.sleep(0.05)
+    while proc.poll() is None:  # a signal every 2 ms until it exits
+        os.kill(proc.pid, signal.SIGTERM)
+        time.sleep(0.002)
+    assert proc.returncode == EXIT_INTERRUPTED
+    lines = (out / "train.log").read_text().splitlines()
+    assert re.search(r"rnnsearch train: exit status 75 after [\d.]+ s; peak RSS", lines[-2]), lines[-3:]
+    assert lines[-1].endswith("ended: exit status 75 ===="), lines[-3:]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_interrupted_training_resumes_to_the_same_parameters(data: Path, reference: Path, sig):
     out = data / f"killed-{sig}"
@@ -205,6 +225,15 @@ def test_an_interrupted_save_leaves_no_file(tmp_path: Path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_shipped_model_records_the_runs_train_stats_records(data: Path, reference: Path):
+    """model.pt is the best validated state, saved mid-run: its run records are rewritten at the end to the whole
+    training's (they ended at the save, `ended_by: None`), the selected update and weights kept."""
+    saved = torch.load(reference, weights_only=True)
+    stats = json.loads((reference.parent / "train_stats.json").read_text())
+    assert saved["progress"]["runs"] == stats["runs"] and stats["runs"][-1]["ended_by"] == "update budget"
+    assert saved["update"] == stats["selected_update"] and stats["runs"][-1]["end"] == UPDATES
+
+
 def test_training_validates_keeps_the_best_and_the_last_checkpoints(data: Path, reference: Path):
     out = reference.parent
     stats = json.loads((out / "train_stats.json").read_text())
@@ -237,7 +266,9 @@ def test_a_finished_training_whose_outputs_were_deleted_completes_without_traini
     train(data, out)
     stats = json.loads((out / "train_stats.json").read_text())
     assert stats["updates"] == UPDATES and stats["runs"][-1]["start"] == stats["runs"][-1]["end"] == UPDATES
-    assert (out / "model.pt").read_bytes() == reference.read_bytes()
+    completed, ref = (torch.load(f, weights_only=True) for f in (out / "model.pt", reference))
+    assert all(torch.equal(completed["model"][k], ref["model"][k]) for k in ref["model"])  # the same selected state
+    assert completed["progress"]["runs"] == stats["runs"]  # with this second run's record
     assert (out / "validation.tsv").read_text() == (reference.parent / "validation.tsv").read_text()
 
     params = yaml.safe_load((data / "params.yaml").read_text())

@@ -21,8 +21,12 @@ def save_checkpoint(path: str | Path, model: Seq2Seq, optimizer, update: int, da
     for group in optimizer_state["param_groups"]:  # a rate kept on the GPU for CUDA graphs: saved as a number
         if isinstance(group["lr"], torch.Tensor):
             group["lr"] = group["lr"].item()
-    state = {"model": model.state_dict(), "optimizer": optimizer_state, "update": update,
-             "data_position": data_position, "config": config, **extra}
+    write_checkpoint(path, {"model": model.state_dict(), "optimizer": optimizer_state, "update": update,
+                            "data_position": data_position, "config": config, **extra})
+
+
+def write_checkpoint(path: str | Path, state: dict) -> None:
+    """A checkpoint's dict written atomically; a failed write is a WriteError naming `path`."""
     try:
         with atomic_path(path) as tmp, open(tmp, "wb") as f:  # a file object: torch's write errors keep their OSError
             torch.save(state, f)

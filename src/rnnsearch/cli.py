@@ -10,6 +10,7 @@ import os
 import platform
 import re
 import resource
+import signal
 import sys
 import time
 from pathlib import Path
@@ -198,12 +199,32 @@ def main(argv: list[str] | None = None) -> int:
     if refused:
         log.error("%s", refused)
     start = time.monotonic()
-    status = 2 if refused else _run_logged(args, log)
+    status = 2 if refused else _run_logged(args, log, stoppable=history is not None)
+    if history:  # the job's last lines are written whatever signal comes now (Slurm sends more than one)
+        _on_stop_signals(signal.SIG_IGN)
     log.info("rnnsearch %s: exit status %d after %.1f s; %s", args.stage, status, time.monotonic() - start,
              peak_memory())
     if history:
         log.info("==== job %s ended: exit status %d ====", job, status)
     return status
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGINT to a pipeline job outside a stage's own handling of them (the training loop saves and
+    raises Interrupted): the job stops with its exit lines written."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(signum)
+
+
+def _on_stop_signals(handler) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
 
 
 def peak_memory() -> str:
@@ -225,12 +246,19 @@ def peak_memory() -> str:
     return said
 
 
-def _run_logged(args: argparse.Namespace, log: logging.Logger) -> int:
-    """Run the stage; its exit status, every failure logged in one line (a traceback only for a bug)."""
+def _run_logged(args: argparse.Namespace, log: logging.Logger, stoppable: bool = False) -> int:
+    """Run the stage; its exit status, every failure logged in one line (a traceback only for a bug). `stoppable`
+    (a pipeline job): SIGTERM and SIGINT stop it with EXIT_INTERRUPTED, as a training's loop does."""
     try:
+        if stoppable:
+            _on_stop_signals(_raise_terminated)
         run(args)
     except Interrupted as e:
         log.warning("%s; exit status %d", e, EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
+    except Terminated as e:
+        log.warning("rnnsearch %s: stopped by signal %d before it finished (rerun to start it again); exit status "
+                    "%d", args.stage, e.signum, EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except InputError as e:
         log.error("%s", e)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from rnnsearch.checkpoint import load_checkpoint, save_checkpoint
+from rnnsearch.checkpoint import load_checkpoint, save_checkpoint, write_checkpoint
 from rnnsearch.data.batching import Batch, PaperBatches
 from rnnsearch.data.binarized import training_pairs
 from rnnsearch.data.vocab import Vocab
@@ -360,7 +360,10 @@ class Training:
         self.save(out / "checkpoint.pt")
         prune_best(out, state.best)
         best = best_path(out, state.best["update"])
-        self.model.load_state_dict(load_checkpoint(best, self.device)["model"])  # the selected model
+        selected = load_checkpoint(best, self.device)
+        self.model.load_state_dict(selected["model"])  # the selected model
+        selected["progress"]["runs"] = state.runs  # saved mid-run: the whole training's runs, as train_stats.json
+        write_checkpoint(best, selected)
         stats = self.stats(seconds, early and state.update < self.cfg.max_updates)
         link(best, out / "model.pt")
         write_json_atomic(out / "train_stats.json", stats)
