@@ -9,15 +9,18 @@ saying so, where there is none.
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import pandas as pd
 import pytest
 import yaml
 
 from rnnsearch import config as cfg
 
-from .conftest import repo_copy
-from .slurm_cluster import (SLURM, finished_rules, job_record, slurm, snakemake,  # noqa: F401 (slurm: autouse)
-                            submissions)
+from .conftest import REPO, repo_copy
+from .slurm_cluster import (DOCUMENTED, SLURM, finished_rules, job_record, slurm,  # noqa: F401 (slurm: autouse)
+                            snakemake, submissions)
 
 pytestmark = pytest.mark.slow
 GPU = {"cluster": {"train": {"gpu": 1}, "decode": {"gpu": 1}}}
@@ -77,3 +80,33 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
     history = (ws / model / "train.log").read_text()
     assert history.count("train.cuda_graphs: true, but") == 1, history  # the training ran once
     assert history.count("of this training not run: the last attempt failed with exit status 2") == 2, history
+
+
+def test_the_documented_command_runs_the_tiny_pipeline_to_its_end(tmp_path_factory):
+    """docs/cluster.md's command for the local cluster, as written, in a copy of the repository (its own
+    params.yaml): every job through Slurm, polled with sacct, the run ends (it hung when the profile and the local
+    cluster disagreed on accounting)."""
+    assert DOCUMENTED in (REPO / "docs" / "cluster.md").read_text()
+    ws = repo_copy(tmp_path_factory.mktemp("documented"))
+    (ws / "params.yaml").write_text((REPO / "params.yaml").read_text())  # as a clone has it
+    snakemake(ws, *DOCUMENTED.split()[1:], timeout=1200)
+    assert (ws / "results/report.md").exists() and (ws / "results/explorer.html").exists()
+    assert finished_rules(ws) - {r for _, r, _ in submissions(ws)} == {"all"}
+
+
+def test_a_job_over_its_memory_request_is_killed_as_on_a_real_cluster(tmp_path):
+    """local-cluster.sh enforces memory (CR_Core_Memory, OverMemoryKill): a job asking for 100 MB that touches
+    600 MB is killed, and Slurm's accounting says so."""
+    script = "import time; x = bytearray(600 * 2**20); x[::4096] = bytes(len(x[::4096])); time.sleep(30)"
+    out = tmp_path / "oom.out"
+    job = subprocess.run(["sbatch", "--parsable", "--mem=100M", f"--output={out}", "--wrap",
+                          f"python3 -c '{script}'"], capture_output=True, text=True, check=True).stdout.strip()
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        state = subprocess.run(["sacct", "-j", job, "-n", "-X", "-o", "State"], capture_output=True,
+                               text=True).stdout.strip()
+        if state and state not in ("PENDING", "RUNNING"):
+            break
+        time.sleep(1)
+    assert state in ("FAILED", "OUT_OF_MEMORY", "CANCELLED"), state  # not COMPLETED after its 30 s
+    assert "exceeded memory limit" in out.read_text()

@@ -166,7 +166,7 @@ def multi30k_files():
 
 
 # Under Slurm, the jobs that stream the whole training text at once (extraction, corpus, shard, gather, filter,
-# vocab, data report) get this time limit instead of the profile's 20 minutes: WMT'14 is 850M words.
+# binarize, vocab, data report) get this time limit instead of the profile's 20 minutes: WMT'14 is 850M words.
 LONG_JOB_MINUTES = 240
 
 

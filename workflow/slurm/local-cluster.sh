@@ -1,25 +1,38 @@
 #!/usr/bin/env bash
-# A real single-node Slurm cluster on this machine, for CI and for trying `snakemake --profile slurm` on a laptop:
-# installs Debian's slurm-wlm and munge if missing, writes slurm.conf and gres.conf for this host (one partition,
-# a GPU generic resource backed by /dev/null so that jobs asking for a GPU schedule on a machine without one,
-# two job slots per core, accounting off), starts munged, slurmctld and slurmd, and waits until the node is idle.
+# A real single-node Slurm cluster on this machine, for CI and for trying `snakemake --profile slurm` on a laptop,
+# configured as clusters are: accounting through slurmdbd (on a local MariaDB), so that `sacct`, which the executor
+# plugin polls, answers; memory a consumable resource, and a job over its request killed. It installs Debian's
+# slurm-wlm, slurmdbd, munge and mariadb-server if missing, writes slurm.conf, gres.conf and slurmdbd.conf for this
+# host (one partition, a GPU generic resource backed by /dev/null so that jobs asking for a GPU schedule on a
+# machine without one, two job slots per core), starts MariaDB, munged, slurmdbd, slurmctld and slurmd, each with
+# its pid file in /run/rnnsearch-slurm, and waits until the node is idle.
 #   sudo workflow/slurm/local-cluster.sh          # start (idempotent)
-#   sudo workflow/slurm/local-cluster.sh stop
-# With accounting off, `sacct` fails: the profile tells the executor plugin to poll `squeue` instead.
+#   sudo workflow/slurm/local-cluster.sh stop     # stop what it started, by those pid files
 set -euo pipefail
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
+RUN=/run/rnnsearch-slurm
+DAEMONS="slurmd slurmctld slurmdbd munged mariadb"  # in the order they stop
+
+running() { [ -s "$RUN/$1.pid" ] && $SUDO kill -0 "$($SUDO cat "$RUN/$1.pid")" 2>/dev/null; }
 
 if [ "${1:-start}" = stop ]; then
-    $SUDO pkill -x slurmd || true
-    $SUDO pkill -x slurmctld || true
+    for d in $DAEMONS; do
+        if running "$d"; then
+            pid=$($SUDO cat "$RUN/$d.pid")
+            $SUDO kill "$pid"
+            for _ in $(seq 30); do $SUDO kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+        fi
+        $SUDO rm -f "$RUN/$d.pid"
+    done
     exit 0
 fi
 
-if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v munged >/dev/null \
+        || ! command -v mariadbd >/dev/null; then
     $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm slurmdbd munge mariadb-server >/dev/null
 fi
 
 HOST=$(hostname -s)
@@ -30,9 +43,10 @@ MEM_MB=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 9 / 10 ))
 CONF_DIR=/etc/slurm
 STATE=/var/spool/slurm
 
-$SUDO mkdir -p "$CONF_DIR" "$STATE/ctld" "$STATE/d" /var/log/slurm /run/munge
+$SUDO mkdir -p "$CONF_DIR" "$STATE/ctld" "$STATE/d" /var/log/slurm /run/munge /run/mysqld "$RUN"
 $SUDO tee "$CONF_DIR/slurm.conf" >/dev/null <<CONF
-# Written by workflow/slurm/local-cluster.sh: one node, one partition, a GPU gres, no accounting.
+# Written by workflow/slurm/local-cluster.sh: one node, one partition, a GPU gres, accounting by slurmdbd, memory
+# a consumable resource (a job over its --mem is killed: OverMemoryKill, sampled every 2 s).
 ClusterName=rnnsearch
 SlurmctldHost=$HOST
 SlurmUser=root
@@ -40,21 +54,25 @@ SlurmdUser=root
 AuthType=auth/munge
 StateSaveLocation=$STATE/ctld
 SlurmdSpoolDir=$STATE/d
-SlurmctldPidFile=/run/slurmctld.pid
-SlurmdPidFile=/run/slurmd.pid
+SlurmctldPidFile=$RUN/slurmctld.pid
+SlurmdPidFile=$RUN/slurmd.pid
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1000
 GresTypes=gpu
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=2
+JobAcctGatherParams=OverMemoryKill
 JobCompType=jobcomp/none
 ReturnToService=2
 SlurmdParameters=config_overrides
-# a finished job's record kept for an hour (Slurm's default: 5 min): the Slurm tests read them after long runs
+# a finished job's record kept in slurmctld for an hour (Slurm's default: 5 min): the Slurm tests read them
 MinJobAge=3600
 KillWait=30
 SchedulerType=sched/backfill
@@ -62,18 +80,50 @@ NodeName=$HOST CPUs=$CPUS RealMemory=$MEM_MB Gres=gpu:1 State=UNKNOWN
 PartitionName=main Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 CONF
 echo "Name=gpu File=/dev/null" | $SUDO tee "$CONF_DIR/gres.conf" >/dev/null
+$SUDO tee "$CONF_DIR/slurmdbd.conf" >/dev/null <<CONF
+# Written by workflow/slurm/local-cluster.sh: the accounting daemon on this host's MariaDB.
+AuthType=auth/munge
+DbdHost=localhost
+SlurmUser=root
+PidFile=$RUN/slurmdbd.pid
+LogFile=/var/log/slurm/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=slurm
+StoragePass=rnnsearch-local
+StorageLoc=slurm_acct_db
+CONF
+$SUDO chmod 0600 "$CONF_DIR/slurmdbd.conf"
+
+# MariaDB, on its socket only
+owned_pid_file() { $SUDO touch "$RUN/$1.pid"; $SUDO chown "$2" "$RUN/$1.pid"; }  # a daemon not run as root
+if ! running mariadb; then
+    $SUDO chown mysql:mysql /run/mysqld
+    owned_pid_file mariadb mysql
+    $SUDO sh -c "nohup /usr/sbin/mariadbd --user=mysql --skip-networking --pid-file=$RUN/mariadb.pid \
+        >/var/log/slurm/mariadb.log 2>&1 &"
+    for _ in $(seq 60); do $SUDO mariadb-admin ping >/dev/null 2>&1 && break; sleep 1; done
+fi
+$SUDO mariadb -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'rnnsearch-local';
+                  GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
 
 if [ ! -s /etc/munge/munge.key ]; then
     $SUDO dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
 fi
 $SUDO chown -R munge:munge /etc/munge /run/munge /var/lib/munge /var/log/munge 2>/dev/null || true
 $SUDO chmod 0400 /etc/munge/munge.key
-if ! pgrep -x munged >/dev/null; then
-    if [ -z "$SUDO" ]; then runuser -u munge -- /usr/sbin/munged || /usr/sbin/munged --force
-    else sudo -u munge /usr/sbin/munged || sudo /usr/sbin/munged --force; fi
+if ! running munged; then
+    owned_pid_file munged munge
+    if [ -z "$SUDO" ]; then runuser -u munge -- /usr/sbin/munged --pid-file="$RUN/munged.pid" \
+        || /usr/sbin/munged --force --pid-file="$RUN/munged.pid"
+    else sudo -u munge /usr/sbin/munged --pid-file="$RUN/munged.pid" \
+        || sudo /usr/sbin/munged --force --pid-file="$RUN/munged.pid"; fi
 fi
-pgrep -x slurmctld >/dev/null || $SUDO /usr/sbin/slurmctld
-pgrep -x slurmd >/dev/null || $SUDO /usr/sbin/slurmd
+running slurmdbd || $SUDO /usr/sbin/slurmdbd
+for _ in $(seq 60); do sacctmgr -n show cluster >/dev/null 2>&1 && break; sleep 1; done
+sacctmgr -n show cluster format=cluster | grep -qw rnnsearch || $SUDO sacctmgr -i add cluster rnnsearch >/dev/null
+running slurmctld || $SUDO /usr/sbin/slurmctld
+running slurmd || $SUDO /usr/sbin/slurmd
 
 for _ in $(seq 60); do
     if sinfo -h -N -o "%T" 2>/dev/null | grep -qE "^idle|^mixed|^allocated"; then
@@ -84,5 +134,5 @@ for _ in $(seq 60); do
 done
 echo "local-cluster.sh: the node did not become idle; see /var/log/slurm/" >&2
 sinfo -N -l >&2 || true
-tail -20 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log >&2 || true
+tail -20 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log /var/log/slurm/slurmdbd.log >&2 || true
 exit 1
