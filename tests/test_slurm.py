@@ -1,6 +1,6 @@
-"""`snakemake --profile slurm` against a real Slurm: the tiny pipeline (one of its models) through the shipped
-profile, with every job submitted to Slurm, training jobs holding a GPU, and the results of a local run (the
-tiny_dag fixture), its training text prepared in one shard where the local run cut it in two.
+"""`snakemake --profile slurm` against a real Slurm: docs/cluster.md's command on the tiny pipeline, and one model
+on GPUs, through the shipped profile, every job submitted to Slurm, training jobs holding a GPU, with the results
+of a local run (the tiny_dag fixture); a job over its memory request killed.
 test_slurm_timelimit.py has the training killed at its time limit.
 
 Needs a running Slurm (`workflow/slurm/local-cluster.sh` starts a one-node cluster; `.ci/run` does); skips,
@@ -27,14 +27,17 @@ GPU = {"cluster": {"train": {"gpu": 1}, "decode": {"gpu": 1}}}
 MODELS = ("rnnsearch-50",)  # the alignment model: every rule (the others' jobs are these rules with other wildcards)
 
 
-def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_path_factory, request, tiny_config):
+def test_a_model_trains_and_translates_through_slurm_on_a_gpu_and_matches_a_local_run(tmp_path_factory, request,
+                                                                                      tiny_config):
+    """One model's data, training, translation and scores through the profile, training and translation jobs each
+    asking for a GPU; its training text prepared in one shard, where the local run (tiny_dag) cut it in two: the
+    same translations and scores."""
     others = [f"models.{m}" for m in tiny_config["models"] if m not in MODELS]
     ws = repo_copy(tmp_path_factory.mktemp("slurm"), {**GPU, "prepare": {"shards": 1}, "remove": others})
-    snakemake(ws, *SLURM)
+    snakemake(ws, *SLURM, *[f"results/scores/{m}/replicate1.json" for m in MODELS])
     tiny_dag = request.getfixturevalue("tiny_dag")  # the local run, built meanwhile by the other worker
 
     jobs = submissions(ws)
-    assert finished_rules(ws) - {r for _, r, _ in jobs} == {"all"}  # every rule with a command went to Slurm
     assert sorted(w for _, rule, w in jobs if rule == "tokenize_shard") == ["1-of-1_en", "1-of-1_fr"], jobs
     train = [(job, w) for job, rule, w in jobs if rule == "train"]  # wildcards: <model>_<replicate>
     assert sorted(w for _, w in train) == [f"{m}_1" for m in MODELS]
@@ -45,20 +48,9 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
         log = (ws / f"results/logs/train/{model}/replicate1.log").read_text()
         assert f"Slurm job {job} on" in log and "CUDA_VISIBLE_DEVICES='0'" in log
         assert "but CUDA is not available here: running on the CPU" in log  # the GPU here is /dev/null
-
-    # the local run (tiny_dag) has two replicates of four models, and two shards: its replicate 1 of these two must
-    # be this run's, byte for byte
-    outputs = ["results/scores/aer.json", *[f"results/scores/{m}/replicate1.json" for m in MODELS],
-               *[f"results/translations/{m}/replicate1/test.hyp" for m in MODELS]]
-    for f in outputs:
+    for f in [*[f"results/scores/{m}/replicate1.json" for m in MODELS],
+              *[f"results/translations/{m}/replicate1/test.hyp" for m in MODELS]]:
         assert (ws / f).read_bytes() == (tiny_dag / f).read_bytes(), f"{f}: Slurm and local runs differ"
-    for table, model, key in (("results/tables/table1_replicates.csv", "Model", "Replicate"),
-                              ("results/figures/bleu_by_length.csv", "model", "replicate")):
-        ours, local = pd.read_csv(ws / table), pd.read_csv(tiny_dag / table)
-        local = local[(local[key] == 1) & local[model].isin(MODELS)].reset_index(drop=True)
-        # Table 1's test against the first model (`p vs <model>`): one model here, another there
-        ours, local = (t.drop(columns=[c for c in t if c.startswith("p vs ")]) for t in (ours, local))
-        pd.testing.assert_frame_equal(ours, local, check_exact=True, obj=f"{table}: Slurm and local runs")
 
     # A failure that running again repeats (a setting that cannot take effect: CUDA graphs without CUDA) is not
     # retried: with 3 attempts, the training runs once; Snakemake retries any failure, so its next attempts go to
@@ -82,16 +74,28 @@ def test_the_pipeline_runs_through_slurm_with_gpus_and_matches_a_local_run(tmp_p
     assert history.count("of this training not run: the last attempt failed with exit status 2") == 2, history
 
 
-def test_the_documented_command_runs_the_tiny_pipeline_to_its_end(tmp_path_factory):
+def test_the_documented_command_runs_the_tiny_pipeline_through_slurm_as_a_local_run_does(tmp_path_factory, request):
     """docs/cluster.md's command for the local cluster, as written, in a copy of the repository (its own
-    params.yaml): every job through Slurm, polled with sacct, the run ends (it hung when the profile and the local
-    cluster disagreed on accounting)."""
+    params.yaml): every job with a command goes to Slurm, polled with sacct, the run ends (it hung when the profile
+    and the local cluster disagreed on accounting), and its results are the local run's (tiny_dag, replicate 1)."""
     assert DOCUMENTED in (REPO / "docs" / "cluster.md").read_text()
     ws = repo_copy(tmp_path_factory.mktemp("documented"))
     (ws / "params.yaml").write_text((REPO / "params.yaml").read_text())  # as a clone has it
     snakemake(ws, *DOCUMENTED.split()[1:], timeout=1200)
+    assert finished_rules(ws) - {r for _, r, _ in submissions(ws)} == {"all"}  # every rule with a command
+    tiny_dag = request.getfixturevalue("tiny_dag")
+    models = list(cfg.load_params([ws / "params.yaml", ws / "tests/configs/tiny.yaml"])["models"])
+    for f in ["results/scores/aer.json", *[f"results/scores/{m}/replicate1.json" for m in models],
+              *[f"results/translations/{m}/replicate1/test.hyp" for m in models]]:
+        assert (ws / f).read_bytes() == (tiny_dag / f).read_bytes(), f"{f}: Slurm and local runs differ"
+    for table, model, key in (("results/tables/table1_replicates.csv", "Model", "Replicate"),
+                              ("results/figures/bleu_by_length.csv", "model", "replicate")):
+        ours, local = pd.read_csv(ws / table), pd.read_csv(tiny_dag / table)
+        local = local[local[key] == 1].reset_index(drop=True)
+        # the paired bootstrap against the baseline's replicate: one replicate here, two there
+        ours, local = (t.drop(columns=[c for c in t if c.startswith("p vs ")]) for t in (ours, local))
+        pd.testing.assert_frame_equal(ours, local, check_exact=True, obj=f"{table}: Slurm and local runs")
     assert (ws / "results/report.md").exists() and (ws / "results/explorer.html").exists()
-    assert finished_rules(ws) - {r for _, r, _ in submissions(ws)} == {"all"}
 
 
 def test_a_job_over_its_memory_request_is_killed_as_on_a_real_cluster(tmp_path):
