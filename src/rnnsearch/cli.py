@@ -199,7 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     if refused:
         log.error("%s", refused)
     start = time.monotonic()
-    status = 2 if refused else _run_logged(args, log, stoppable=history is not None)
+    try:
+        status = 2 if refused else _run_logged(args, log, stoppable=history is not None)
+        _STOPPING["final"] = True
+    except Terminated as e:  # the one signal the handler raises, arriving as the stage returned
+        log.warning("rnnsearch %s: signal %d; exit status %d", args.stage, e.signum, EXIT_INTERRUPTED)
+        status = EXIT_INTERRUPTED
     if history:  # the job's last lines are written whatever signal comes now (Slurm sends more than one)
         _on_stop_signals(signal.SIG_IGN)
     log.info("rnnsearch %s: exit status %d after %.1f s; %s", args.stage, status, time.monotonic() - start,
@@ -218,8 +223,13 @@ class Terminated(BaseException):
         self.signum = signum
 
 
+_STOPPING = {"raised": False, "final": False}  # Terminated is raised once, and never once the stage has returned
+
+
 def _raise_terminated(signum, frame):
-    raise Terminated(signum)
+    if not (_STOPPING["raised"] or _STOPPING["final"]):
+        _STOPPING["raised"] = True
+        raise Terminated(signum)
 
 
 def _on_stop_signals(handler) -> None:
