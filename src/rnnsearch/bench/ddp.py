@@ -59,14 +59,20 @@ def run_bench_ddp(size: str, batch: int, length: int, steps: int, cores: int, pr
 
 
 def _torchrun(processes: int, threads: int, size: str, batch: int, length: int, steps: int) -> dict:
+    return torchrun_json(processes, "rnnsearch.bench.ddp", size, batch, length, steps, threads)
+
+
+def torchrun_json(processes: int, module: str, *args) -> dict:
+    """`torchrun --standalone --nproc-per-node <processes> -m <module> <args…> <out>`: the JSON its rank 0 writes
+    to `out` (a temporary file); a failure raises, with the end of its stderr."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run.json")
         torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
         cmd = [torchrun if os.path.exists(torchrun) else "torchrun", "--standalone", f"--nproc-per-node={processes}",
-               "-m", "rnnsearch.bench.ddp", size, str(batch), str(length), str(steps), str(threads), out]
+               "-m", module, *map(str, args), out]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
         with open(out, encoding="utf-8") as f:
             return json.load(f)
 

@@ -18,18 +18,14 @@ all-reduce measured here (two processes through gloo on one machine) is reported
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import torch
 import torch.distributed as dist
 
-from rnnsearch.bench.ddp import LINKS
+from rnnsearch.bench.ddp import LINKS, torchrun_json
 from rnnsearch.bench.speed import _timed, bench_update_setup, machine, synchronizer
 from rnnsearch.distributed import backend_for, detect, process_device
 from rnnsearch.runtime import resolve_device
@@ -45,7 +41,7 @@ def run_bench_dp_graphs(size: str, batch: int, length: int, steps: int, threads:
     """1 and `processes` processes in each precision, each under its own torchrun; the projection from them."""
     if processes < 2:
         raise InputError(f"--processes {processes}: the benchmark compares 1 process with N ≥ 2")
-    runs = [_torchrun(p, size, batch, length, steps, threads, device, precision)
+    runs = [torchrun_json(p, "rnnsearch.bench.dp_graphs", size, batch, length, steps, threads, device, precision)
             for precision in precisions for p in (1, processes)]
     result = {"benchmark": "dp_graphs", "size": size, "batch_per_process": batch, "length": length,
               "timed_updates": steps, "runs": runs,
@@ -74,21 +70,6 @@ def projection(one: dict, many: dict) -> dict:
     return {"label": "projection from the measured t1, t_replay and gradient bytes", "t1_s": t1,
             "t_replay_s": t_replay, "replay_ratio": round(t_replay / t1, 3), "gradient_bytes": gradient_bytes,
             "devices": devices}
-
-
-def _torchrun(processes: int, size: str, batch: int, length: int, steps: int, threads: int, device: str,
-              precision: str) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "run.json")
-        torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-        cmd = [torchrun if os.path.exists(torchrun) else "torchrun", "--standalone", f"--nproc-per-node={processes}",
-               "-m", "rnnsearch.bench.dp_graphs", size, str(batch), str(length), str(steps), str(threads), device,
-               precision, out]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
-        with open(out, encoding="utf-8") as f:
-            return json.load(f)
 
 
 def _worker(size: str, batch: int, length: int, steps: int, threads: int, device_name: str, precision: str,

@@ -94,14 +94,21 @@ def side_stream_updates(model, optimizer, b: Batch, bf16: bool, clip_norm: float
                         stream: torch.cuda.Stream | None = None):
     """`updates` eager updates on a side stream (a capture's warm-up: the allocator, library handles and the
     optimizer's state made there) with the encoder a graph runs; returns the last one's loss and norm."""
-    stream = stream or torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream), static_encoder(model):
+    with side_stream(model, stream or torch.cuda.Stream()):
         for _ in range(updates):
             optimizer.zero_grad(set_to_none=True)
             out = update(model, optimizer, b, bf16, clip_norm)
-    torch.cuda.current_stream().wait_stream(stream)
     return out
+
+
+@contextlib.contextmanager
+def side_stream(model, stream: torch.cuda.Stream):
+    """Eager work as a capture's warm-up: on `stream`, after the current stream's work, with the encoder a graph
+    runs; the current stream then waits for it."""
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), static_encoder(model):
+        yield
+    torch.cuda.current_stream().wait_stream(stream)
 
 
 class GraphedUpdate:

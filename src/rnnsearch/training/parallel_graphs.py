@@ -21,13 +21,11 @@ float64), and the graphs' twin on a GPU. Two processes on one GPU (a test, a ben
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import torch.distributed as dist
 
 from rnnsearch.data.batching import Batch
-from rnnsearch.training.graphs import capturable_lr, padded, static_encoder
+from rnnsearch.training.graphs import capturable_lr, padded, side_stream, static_encoder
 from rnnsearch.training.scoring import batch_nll
 
 
@@ -107,21 +105,13 @@ class DataParallelGraphs:
 
     # phase 1 and phase 3 from graphs
 
-    @contextlib.contextmanager
-    def _side_stream(self):
-        """Eager work as a capture's warm-up: on a side stream, with the encoder a graph runs."""
-        self.stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.stream), static_encoder(self.model):
-            yield
-        torch.cuda.current_stream().wait_stream(self.stream)
-
     def replay_backward(self, b: Batch) -> torch.Tensor:
         """Phase 1 of padded share `b`: eagerly for a new shape, recorded at its second share, then replayed."""
         key = (b.x.size(0), b.x.size(1), b.y_in.size(1))
         recorded = self.graphs.get(key)
         if recorded is None and key not in self.seen:
             self.seen.add(key)
-            with self._side_stream():
+            with side_stream(self.model, self.stream):
                 return self.backward(b.to(self.device))
         if recorded is None:
             static = b.to(self.device)
@@ -141,7 +131,7 @@ class DataParallelGraphs:
         replayed."""
         self.steps += 1
         if self.steps == 1:
-            with self._side_stream():
+            with side_stream(self.model, self.stream):
                 return self.step()
         if self.step_graph is None:
             graph = torch.cuda.CUDAGraph()
