@@ -301,9 +301,12 @@ def model_config(config: dict, name: str) -> dict:
     return resolve(entry["arch"], {**config["model"], **entry}, entry)
 
 
+MODEL_TRAIN_KEYS = ("max_updates", "patience", "precision")  # train.* keys a model of `models` may set for itself
+
+
 def train_config(config: dict, name: str) -> TrainConfig:
     entry = config["models"][name]
-    return typed(TrainConfig, {**config["train"], **{k: entry[k] for k in ("max_updates", "patience") if k in entry}})
+    return typed(TrainConfig, {**config["train"], **{k: entry[k] for k in MODEL_TRAIN_KEYS if k in entry}})
 
 
 def train_lengths(config: dict) -> list[int]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """`train:` of params.yaml with a model's own `max_updates` and `patience` (App. B.2; the schema documents
+    """`train:` of params.yaml with a model's own `max_updates`, `patience` and `precision` (App. B.2; the schema documents
     each key)."""
 
     optimizer: str
