@@ -192,3 +192,27 @@ rule score_extra:
         "results/logs/score_extra.log",
     shell:
         "rnnsearch score-extra {params.entries} --out-dir results/tables --log {log}"
+
+
+rule compare:  # not part of `all`: results/compare/<a>_vs_<b>/comparison.md (the precision study, docs/precision.md)
+    input:
+        runs=lambda w: expand(
+            ["results/scores/{m}/replicate{r}.json", "results/models/{m}/replicate{r}/validation.tsv"],
+            m=[w.a, w.b],
+            r=REPLICATES,
+        ),
+        code=stage_code("compare"),
+    output:
+        multiext("results/compare/{a}_vs_{b}/", "comparison.md", "comparison.json", "dev_nll.png"),
+    wildcard_constraints:
+        a="|".join(map(re.escape, MODELS)),
+        b="|".join(map(re.escape, MODELS)),
+    params:
+        stage=stage_params("compare"),
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/compare/{a}_vs_{b}.log",
+    shell:
+        "rnnsearch compare --a {wildcards.a} --b {wildcards.b} --out-dir results/compare/{wildcards.a}_vs_{wildcards.b}"
+        " --log {log}"

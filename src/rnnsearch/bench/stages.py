@@ -175,6 +175,13 @@ BENCH_STAGES: tuple[Stage, ...] = (
            arg("--out-dir", required=True, help="the peer's model, translations and statistics")),
           keys=("seed", "peer", "vocab", "decode.beam", "train.threads", "data.src", "data.tgt"),
           rules=("peer_joeynmt",), scripts=("peer/joeynmt_driver.py",)),
+    Stage("compare", "experiment: two models of one run over their replicates: BLEU All, No UNK and by length, "
+          "dev NLL, mean ± sd and Welch's p, and their dev-NLL curves", "rnnsearch.evaluation.compare:run_compare",
+          lambda f, a, p: f(a.a, a.b, p["replicates"], a.out_dir, a.results),
+          (arg("--results", default="results", help="the run's results folder (scores/, models/)"),
+           *required({"--a": "the first model (a key of params.yaml's `models`)", "--b": "the second model",
+                      "--out-dir": "comparison.md, comparison.json and dev_nll.png"})),
+          keys=("replicates",)),
     Stage("compare-peer", "experiment: sacreBLEU, chrF, training time and words/s of our models and the peer",
           "rnnsearch.peer.experiment:run_compare",
           lambda f, a, p: f(_split_systems(a.system), a.ref, a.out_dir),

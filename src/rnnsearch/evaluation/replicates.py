@@ -26,16 +26,22 @@ def shown(mean: float, sd: float | None, digits: int = 2) -> str:
 
 
 def welch_p(a: list[float], b: list[float]) -> float:
-    """Two-sided p-value of Welch's t-test that the means of `a` and `b` are equal (unequal variances; the
-    Welch-Satterthwaite degrees of freedom). Needs two values on each side."""
+    """Two-sided p-value of Welch's t-test that the means of `a` and `b` are equal."""
+    return welch(a, b)["p"]
+
+
+def welch(a: list[float], b: list[float]) -> dict:
+    """Welch's t-test (unequal variances) of mean(b) − mean(a): t, the Welch-Satterthwaite degrees of freedom
+    (None when neither side varies) and the two-sided p-value. Needs two values on each side."""
     if len(a) < 2 or len(b) < 2:
         raise ValueError("Welch's t-test needs at least two values on each side")
     va, vb = stdev(a) ** 2 / len(a), stdev(b) ** 2 / len(b)
-    if va + vb == 0:
-        return 1.0 if fmean(a) == fmean(b) else 0.0
-    t = (fmean(a) - fmean(b)) / math.sqrt(va + vb)
+    diff = fmean(b) - fmean(a)
+    if va + vb == 0:  # no spread: equal means are no evidence of a difference, unequal ones certain
+        return {"t": 0.0 if diff == 0 else math.copysign(math.inf, diff), "df": None, "p": float(diff == 0)}
+    t = diff / math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    return student_t_sf2(t, df)
+    return {"t": t, "df": df, "p": student_t_sf2(t, df)}
 
 
 def student_t_sf2(t: float, df: float) -> float:
