@@ -26,7 +26,8 @@ from rnnsearch.data.vocab import run_vocab
 from rnnsearch.model import build_model
 from rnnsearch.textio import EXIT_INTERRUPTED, InputError, atomic_path
 from rnnsearch.training.state import RESUME_KEYS, resume_mismatch
-from rnnsearch.training.train import learning_rate, make_optimizer, run_train
+from rnnsearch.settings import learning_rate
+from rnnsearch.training.train import make_optimizer, run_train
 
 from .conftest import REPO, built_once
 from .forks import rnnsearch

@@ -212,6 +212,7 @@ def _cross_checks(config: dict) -> list[str]:
         sizes = {**config["model"], **entry}
         switches = {**PRESETS[entry["arch"]], **entry, "n": sizes["n"]}
         problems += [f"'models.{name}': {p}" for p in check(switches)]
+    problems += _continuation_checks(config)
     problems += _data_checks(config["data"])
     if config["vocab"]["kind"] == "sentencepiece" and config["aer"]["gold"] != "none":
         problems.append("'aer.gold': word alignments cannot score the attention of a subword model "
@@ -226,6 +227,49 @@ def _cross_checks(config: dict) -> list[str]:
     if edges != sorted(set(edges)):
         problems.append(f"'score.length_buckets': upper edges must increase strictly, got {edges}")
     return problems
+
+
+def _continuation_checks(config: dict) -> list[str]:
+    """A model that `continues` another: the same network and training text, a larger budget, no schedule that
+    the parent's budget shapes, no cycle."""
+    problems, models = [], config["models"]
+    for name, entry in models.items():
+        parent = entry.get("continues")
+        if parent is None:
+            continue
+        where = f"'models.{name}.continues'"
+        if parent not in models or parent == name:
+            problems.append(f"{where}: {parent!r} is not another key of 'models' ({', '.join(models)})")
+            continue
+        try:
+            ancestors(config, name)
+        except ConfigError as e:
+            problems.append(str(e))
+            continue
+        if model_config(config, name) != model_config(config, parent):
+            problems.append(f"{where}: {name} and {parent} must be the same network (arch, sizes and switches)")
+        if entry["train_max_len"] != models[parent]["train_max_len"]:
+            problems.append(f"{where}: {name} must train on {parent}'s text (train_max_len "
+                            f"{models[parent]['train_max_len']}, got {entry['train_max_len']})")
+        own, before = train_config(config, name).max_updates, train_config(config, parent).max_updates
+        if own <= before:
+            problems.append(f"{where}: max_updates {own} leaves nothing to train after {parent}'s {before}")
+    if any("continues" in e for e in models.values()) and config["train"]["lr_decay"]:
+        problems.append(f"'train.lr_decay': {config['train']['lr_decay']}: a continued model's step sizes would "
+                        "jump back up after its parent's had fallen by the parent's budget; continuing needs 0 "
+                        "(a constant rate, the paper's)")
+    return problems
+
+
+def ancestors(config: dict, model: str) -> list[str]:
+    """The models `model` continues, nearest first (models.<name>.continues, in turn)."""
+    chain, name = [], config["models"][model].get("continues")
+    while name is not None:
+        if name == model or name in chain:
+            raise ConfigError(f"'models.{model}.continues': a cycle ({' -> '.join([model, *chain, name])})")
+        chain.append(name)
+        name = config["models"].get(name, {}).get("continues")
+    return chain
 
 
 def _data_checks(data: dict) -> list[str]:
@@ -262,9 +306,20 @@ def lookup(config: dict, dotted: str) -> Any:
 
 def stage_params(config: dict, stage: str, model: str | None = None) -> dict[str, Any]:
     """{dotted key: value} of exactly what `stage` reads."""
-    from rnnsearch.stages import BY_NAME, Params
+    from rnnsearch.stages import Params
 
-    return Params({k: lookup(config, k) for k in BY_NAME[stage].keys_for(model)})
+    return Params({k: lookup(config, k) for k in declared_keys(config, stage, model)})
+
+
+def declared_keys(config: dict, stage: str, model: str | None = None) -> list[str]:
+    """The keys `stage` declares, for `model`; a stage that reads its model's entry also reads the entries of the
+    models that one continues (their budgets are the start of its training)."""
+    from rnnsearch.stages import BY_NAME
+
+    keys = BY_NAME[stage].keys_for(model)
+    if model is not None and f"models.{model}" in keys:
+        keys += [f"models.{m}" for m in ancestors(config, model)]
+    return keys
 
 
 def rerun_params(config: dict, stage: str, model: str | None = None) -> dict[str, Any]:
@@ -276,10 +331,8 @@ def rerun_keys(config: dict, stage: str, model: str | None = None) -> list[str]:
     """The keys of what `stage` reads whose change can change what it writes: its declared keys, a section that
     holds a speed-only setting (SPEED_ONLY) split into its other keys. Snakemake's `params:` and dvc.yaml's
     `params` take these, so that a change of threads reruns no job."""
-    from rnnsearch.stages import BY_NAME
-
     keys = []
-    for key in BY_NAME[stage].keys_for(model):
+    for key in declared_keys(config, stage, model):
         if any(s.startswith(key + ".") for s in SPEED_ONLY):
             keys += [f"{key}.{leaf}" for leaf in lookup(config, key) if f"{key}.{leaf}" not in SPEED_ONLY]
         elif key not in SPEED_ONLY:

@@ -42,6 +42,15 @@ def last_full_lr_update(max_updates: int, lr_decay: float) -> float:
     return max_updates - span if span > 0 else math.inf
 
 
+def learning_rate(cfg: TrainConfig, update: int) -> float:
+    """The step size of update `update` (from 1): train.lr, and over the last `lr_decay` of max_updates a linear
+    fall towards 0 (the last update takes lr / (span + 1)); lr_decay 0 keeps lr throughout (the paper)."""
+    last_full = last_full_lr_update(cfg.max_updates, cfg.lr_decay)
+    if update <= last_full:
+        return cfg.lr
+    return cfg.lr * max(cfg.max_updates - update + 1, 1) / (cfg.max_updates - last_full + 1)
+
+
 @dataclass(frozen=True)
 class DecodeConfig:
     """`decode:` of params.yaml: beam search of the test set (§3)."""

@@ -16,14 +16,12 @@ from typing import Callable
 from rnnsearch.bench.stages import BENCH_STAGES
 from rnnsearch.closure import PACKAGE, REPO, import_closure
 from rnnsearch.stage import Arg, Params, Stage, arg, at_least, required
-from rnnsearch.textio import EXIT_INTERRUPTED
+from rnnsearch.textio import EXIT_INTERRUPTED, InputError
 
 __all__ = ["Arg", "Params", "Stage", "STAGES", "BY_NAME", "each_replicate", "stage_code", "stage_of_rule"]
 
 
 def _translate(fn: Callable, a: argparse.Namespace, p: Params) -> None:
-    from rnnsearch.textio import InputError
-
     if not a.out_dir:  # a user's sentences
         from rnnsearch.decoding.user import UserOptions, translate_user
 
@@ -48,10 +46,16 @@ def _train(fn: Callable, a: argparse.Namespace, p: Params) -> None:
 
     config = p.nested()
     started_as("train.processes", config["train"]["processes"], "train")
+    parent = config["models"][a.model].get("continues")
+    if (parent is None) != (a.continue_from is None):
+        raise InputError(f"--continue-from {a.continue_from} given, but models.{a.model} continues no model"
+                         if parent is None else f"models.{a.model} continues {parent}: give --continue-from, the "
+                         f"final checkpoint.pt of {parent}'s replicate {a.replicate}")
     fn(a.model, cfg.model_config(config, a.model), cfg.train_config(config, a.model), p["seed"] + a.replicate - 1,
        a.src_train, a.tgt_train, a.src_dev, a.tgt_dev, a.src_vocab, a.tgt_vocab, a.out_dir,
        {"src_lang": p["data.src"], "tgt_lang": p["data.tgt"], "unicode": p["data.unicode"],
-        "normalize_punctuation": p["tokenize.normalize_punctuation"]}, a.binarized)
+        "normalize_punctuation": p["tokenize.normalize_punctuation"]}, a.binarized,
+       (parent, a.continue_from) if parent else None)
 
 
 def each_replicate(patterns: list[str], replicates: int) -> list[str]:
@@ -168,6 +172,9 @@ STAGES: tuple[Stage, ...] = (
                                    "is resumed"}),
            arg("--binarized", help="the binarize stage's files of --src-train/--tgt-train (their prefix), "
                                    "memory-mapped; without it the text is read and encoded in memory"),
+           arg("--continue-from", metavar="CHECKPOINT",
+               help="for a model that `continues` another: that model's final checkpoint.pt (same replicate), the "
+                    "state this training starts from when --out-dir holds no checkpoint of its own"),
            arg("--attempt", type=at_least(1), default=1,
                help="Snakemake's attempt of this job: from 2 on, a job whose last attempt failed with another "
                     f"status than {EXIT_INTERRUPTED} (stopped, resumable) stops at once with status 2")),

@@ -85,10 +85,23 @@ def setting(key, rule):
 
 
 def train_cost(model):
-    """Relative cost of a training job, as its scheduling priority: the longest jobs start first."""
+    """Relative cost of a training job, as its scheduling priority: the longest jobs start first. A model that
+    continues another trains only the updates after its parent's."""
     entry = config["models"][model]
     updates = rcfg.train_config(config, model).max_updates
+    if "continues" in entry:
+        updates -= rcfg.train_config(config, entry["continues"]).max_updates
     return updates * entry["train_max_len"] * (2 if entry["arch"] == "rnnsearch" else 1) // 1000
+
+
+def continued(w):
+    """The finished training a model continues (models.<model>.continues), same replicate: its statistics (an
+    input, so that it trains first and a retraining of it trains this one again) and its final checkpoint."""
+    parent = config["models"][w.model].get("continues")
+    if parent is None:
+        return {}
+    folder = f"results/models/{parent}/replicate{w.replicate}"
+    return {"stats": f"{folder}/train_stats.json", "checkpoint": f"{folder}/checkpoint.pt"}
 
 
 def cluster_resources(kind, processes=1):

@@ -11,6 +11,7 @@ rule train:
         tgt_vocab=f"results/data/vocab.{TGT}.tsv",
         spm=SPM_FILES,
         binarized=lambda w: binarized_files(w.model),
+        parent=lambda w: continued(w).get("stats", []),
         code=stage_code("train"),
     output:
         model="results/models/{model}/replicate{replicate}/model.pt",
@@ -21,6 +22,7 @@ rule train:
         stage=lambda w: stage_params("train", w.model),
         launch=launcher("train"),
         binarized=lambda w: binarized_prefix(w.model),
+        continues=lambda w: f" --continue-from {continued(w)['checkpoint']}" if continued(w) else "",
     threads: config["train"]["threads"] * config["train"]["processes"]
     resources:
         **train_resources(),
@@ -36,4 +38,4 @@ rule train:
         " --src-dev {input.src_dev} --tgt-dev {input.tgt_dev}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
         " --binarized {params.binarized} --out-dir results/models/{wildcards.model}/replicate{wildcards.replicate}"
-        " --attempt {resources.attempt} --log {log}"
+        "{params.continues} --attempt {resources.attempt} --log {log}"

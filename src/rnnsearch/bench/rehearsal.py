@@ -119,7 +119,8 @@ def generate(pairs: int, lengths: np.ndarray, vocabs: list[tuple[np.ndarray, np.
 
 
 def rehearsal_params(models: list[str] | None, updates: int, validations: int, shards: int) -> dict:
-    """paper.yaml over params.yaml, with the rehearsal's data, budgets and shards; `models`: a subset, which keeps
+    """paper.yaml over params.yaml, with the rehearsal's data, budgets (`updates` per training job: a model that
+    continues another trains that many after it) and shards; `models`: a subset, which keeps
     figures.alignment_model in the config (the figures need it) though only the subset is built."""
     config = cfg.load_params([REPO / "params.yaml", PAPER])
     unknown = sorted(set(models or []) - set(config["models"]))
@@ -128,7 +129,7 @@ def rehearsal_params(models: list[str] | None, updates: int, validations: int, s
     kept = set(models or config["models"]) | {config["figures"]["alignment_model"]}
     changes = {"data": {"source": "local", "local": {"train": "data/train", "dev": "data/dev", "test": "data/test"}},
                "prepare": {"shards": shards},
-               "models": {m: {"max_updates": updates} for m in config["models"]},
+               "models": {m: {"max_updates": updates * (1 + len(cfg.ancestors(config, m)))} for m in config["models"]},
                "train": {"validate_every": max(1, updates // validations), "checkpoint_every": updates,
                          "log_every": max(1, updates // 20)},
                "remove": [f"models.{m}" for m in config["models"] if m not in kept]}
@@ -230,27 +231,33 @@ def figure(x: float) -> float:
 
 
 def projection(trainings: dict, decoding: dict, paper: dict) -> dict:
-    """The paper's full run from the measured rates: each model's paper.yaml budget at its steady rate, a
-    validation every train.validate_every at its measured time, and its translation job as measured."""
+    """The paper's full run from the measured rates: each model's paper.yaml budget at its steady rate (a model
+    that continues another: only the updates after its parent's), a validation every train.validate_every at its
+    measured time, and its translation job as measured. With one device per model, a continued model's chain
+    (parent, then it) is the longest wait."""
     every = paper["train"]["validate_every"]
     models = {}
     for m, t in trainings.items():
         budget = cfg.train_config(paper, m).max_updates
+        parent = paper["models"][m].get("continues")
+        own = budget - (cfg.train_config(paper, parent).max_updates if parent else 0)
         if not t["updates_per_s"] or not t["validation_seconds"]:
             models[m] = {"budget": budget, "hours": None, "why": "no steady rate or validation was measured"}
             continue
         validation = figure(np.median(t["validation_seconds"]))
-        seconds = budget / t["updates_per_s"] + budget // every * validation + decoding.get(m, {}).get("seconds", 0)
-        models[m] = {"budget": budget, "updates_per_s": t["updates_per_s"], "validation_seconds": validation,
-                     "validations": budget // every, "hours": round(seconds / 3600, 2)}
-    hours = [x["hours"] for x in models.values() if x["hours"] is not None]
-    every_model = len(hours) == len(models)
+        seconds = own / t["updates_per_s"] + own // every * validation + decoding.get(m, {}).get("seconds", 0)
+        models[m] = {"budget": budget, **({"continues": parent, "trains": own} if parent else {}),
+                     "updates_per_s": t["updates_per_s"], "validation_seconds": validation,
+                     "validations": own // every, "hours": round(seconds / 3600, 2)}
+    hours = {m: x["hours"] for m, x in models.items() if x["hours"] is not None}
+    every_model = len(hours) == len(models) and hours
+    chain = lambda m: hours[m] + (chain(models[m]["continues"]) if models[m].get("continues") in hours else 0)  # noqa: E731
     return {"validate_every": every, "models": models, "devices": len(models),
-            "one_device_hours": round(sum(hours), 2) if every_model and hours else None,
-            "one_model_per_device_hours": round(max(hours), 2) if every_model and hours else None,
+            "one_device_hours": round(sum(hours.values()), 2) if every_model else None,
+            "one_model_per_device_hours": round(max(map(chain, hours)), 2) if every_model else None,
             "note": f"on this machine's device (machine.gpu, else its CPU): one device trains and translates the "
-                    f"models one after the other, {len(models)} devices one model each; data preparation, scoring "
-                    "and queueing are not included"}
+                    f"models one after the other, {len(models)} devices one model each (a continued model after "
+                    "its parent); data preparation, scoring and queueing are not included"}
 
 
 def run_rehearse(dev: list[str], test: str, out_dir: str, millions: float, updates: int, validations: int,

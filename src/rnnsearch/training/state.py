@@ -12,6 +12,7 @@ Files in the output folder: `checkpoint.pt` (the last state), `checkpoint-<updat
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -52,6 +53,7 @@ class TrainState:
     runs: list = field(default_factory=list)
     words: int = 0
     finished: bool = False
+    continued_from: dict | None = None  # {model, update, checkpoint, sha256}: the parent's state this one began at
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -95,19 +97,26 @@ def resume_mismatch(saved: dict, config: dict, update: int) -> list[str]:
 
 
 def start_or_resume(out: Path, config: dict, model, optimizer, batches, device, vocabs: dict, owner: bool = True,
-                    read_by_all=lambda: None) -> TrainState | None:
+                    read_by_all=lambda: None, parent: tuple[str, str] | None = None) -> TrainState | None:
     """Restore model, optimizer, data position and RNG from `out/checkpoint.pt` and return its state, or return
     None (a fresh start). A damaged checkpoint.pt gives way to the newest readable checkpoint-<update>.pt. A
     checkpoint of other settings is refused unless it is finished (an ablation under the same name: trained again
-    from scratch, after moving the finished one aside with a warning).
+    from scratch, after moving the finished one aside with a warning). `parent` (model name, its final
+    checkpoint): instead of a fresh start, continue from that state (`continue_from`); a checkpoint in `out`
+    begun from another state of the parent counts as one of other settings.
 
     `vocabs`: side → (file, Vocab), checked against the checkpoint's. Of data-parallel processes, each reads
     and decides the same, waits in `read_by_all` until all have read, and only the `owner` changes the folder."""
     path = out / "checkpoint.pt"
     state = aside = None
+    origin = lineage(*parent) if parent else None
     if path.exists():
         saved, path = _readable_checkpoint(out, device)
         diffs = resume_mismatch(saved["config"], config, saved["update"])
+        began = (saved.get("progress") or {}).get("continued_from") or {}
+        if origin and began.get("sha256") != origin["sha256"]:
+            diffs.append(f"begun from {began.get('checkpoint') or 'scratch'} "
+                         f"({str(began.get('sha256'))[:12]}), not from {origin['checkpoint']} ({origin['sha256'][:12]})")
         if not diffs:
             state = _restore(saved, path, model, optimizer, batches, device, vocabs)
         elif not saved.get("progress", {}).get("finished"):
@@ -116,16 +125,56 @@ def start_or_resume(out: Path, config: dict, model, optimizer, batches, device, 
         else:
             aside = diffs
     read_by_all()
-    if state is not None or not owner:
+    if state is not None:
         return state
-    if aside:
-        folder = _move_aside(out)
-        log.warning("%s: %s holds a finished training of another configuration (%s): moved to %s (delete that "
-                    "folder once you no longer need it); training from scratch", config["name"], path,
-                    "; ".join(aside), folder)
-    for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt"), path]:  # an unfinished start's leftovers
-        old.unlink(missing_ok=True)
+    if owner:
+        if aside:
+            folder = _move_aside(out)
+            log.warning("%s: %s holds a finished training of another configuration (%s): moved to %s (delete that "
+                        "folder once you no longer need it); training %s", config["name"], path, "; ".join(aside),
+                        folder, f"on from {origin['checkpoint']}" if origin else "from scratch")
+        for old in [*out.glob("best-*.pt"), *out.glob("checkpoint-*.pt"), path]:  # an unfinished start's leftovers
+            old.unlink(missing_ok=True)
+    if origin:
+        return continue_from(origin, out, config, (model, optimizer, batches), device, vocabs, owner)
     return None
+
+
+def lineage(model: str, checkpoint: str) -> dict:
+    """Where a continued training begins: the parent model, its final checkpoint and the file's SHA-256 (a
+    retrained parent has another, and the child is trained again from it)."""
+    path = Path(checkpoint)
+    if not path.is_file():
+        raise InputError(f"{path}: not found; the training of {model} must finish before the model that "
+                         "continues it starts")
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    return {"model": model, "checkpoint": str(path), "sha256": digest.hexdigest()}
+
+
+def continue_from(origin: dict, out: Path, config: dict, trainable: tuple, device, vocabs: dict,
+                  owner: bool) -> TrainState:
+    """The parent's final state restored into (model, optimizer, batches), as this training's own: its update
+    count, data position, RNG, curves, validations and best state; the owner links the parent's best state into
+    `out` (it stays the selection until a validation here beats it)."""
+    path = Path(origin["checkpoint"])
+    saved = load_checkpoint(path, device)
+    if not (saved.get("progress") or {}).get("finished"):
+        raise InputError(f"{path}: {origin['model']}'s training has not finished (update {saved['update']}); "
+                         f"{config['name']} continues only a finished training")
+    diffs = resume_mismatch(saved["config"], config, saved["update"])
+    if diffs:
+        raise InputError(f"{path}: {config['name']} cannot continue this state of {origin['model']}: "
+                         + "; ".join(diffs))
+    state = _restore(saved, path, *trainable, device, vocabs)
+    state.continued_from = {**origin, "update": state.update}
+    if owner and state.best:
+        out.mkdir(parents=True, exist_ok=True)
+        link(best_path(path.parent, state.best["update"]), best_path(out, state.best["update"]))
+    log.info("%s: continuing %s from update %d (%s)", config["name"], origin["model"], state.update, path)
+    return state
 
 
 def _readable_checkpoint(out: Path, device) -> tuple[dict, Path]:

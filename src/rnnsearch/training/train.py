@@ -29,7 +29,7 @@ from rnnsearch.data.vocab import Vocab
 from rnnsearch.distributed import World, detect, process_device, process_group
 from rnnsearch.model import build_model
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
-from rnnsearch.settings import TrainConfig, last_full_lr_update
+from rnnsearch.settings import TrainConfig, learning_rate
 from rnnsearch.textio import InputError, Interrupted, read_parallel, write_json_atomic
 from rnnsearch.training.adadelta import Adadelta
 from rnnsearch.training.graphs import UpdateGraphs, graphs_wanted
@@ -60,15 +60,6 @@ def encode_corpus(src_lines: list[str], tgt_lines: list[str], src_vocab: Vocab, 
     return ([src_vocab.encode(s.split()) for s in src_lines], [tgt_vocab.encode(t.split()) for t in tgt_lines])
 
 
-def learning_rate(cfg: TrainConfig, update: int) -> float:
-    """The step size of update `update` (from 1): train.lr, and over the last `lr_decay` of max_updates a linear
-    fall towards 0 (the last update takes lr / (span + 1)); lr_decay 0 keeps lr throughout (the paper)."""
-    last_full = last_full_lr_update(cfg.max_updates, cfg.lr_decay)
-    if update <= last_full:
-        return cfg.lr
-    return cfg.lr * max(cfg.max_updates - update + 1, 1) / (cfg.max_updates - last_full + 1)
-
-
 def make_optimizer(params, optimizer: str, lr: float, rho: float = 0.95, eps: float = 1e-6,
                    capturable: bool = False) -> torch.optim.Optimizer:
     """Adadelta (the paper's, ρ, ε) or Adam (fused: a kernel per tensor); `capturable`: for a CUDA graph's replay."""
@@ -92,7 +83,8 @@ def _stop_on_signals():
 
 def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src_train: str, tgt_train: str,
               src_dev: str, tgt_dev: str, src_vocab_path: str, tgt_vocab_path: str, out_dir: str,
-              text: dict | None = None, binarized: str | None = None) -> dict:
+              text: dict | None = None, binarized: str | None = None, continues: tuple[str, str] | None = None
+              ) -> dict:
     """Train `name` with its resolved model config; everything goes under `out_dir`.
 
     Every `checkpoint_every` updates, and on SIGTERM/SIGINT, the whole state goes to `checkpoint.pt` (the last
@@ -103,6 +95,8 @@ def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src
     language pair, Unicode form and punctuation setting of the training text) goes into every checkpoint, for
     translating a user's sentences the way the training text was prepared. `binarized`: the prefix of the binarize
     stage's files of this training text (memory-mapped; without it the text is read and encoded in memory).
+    `continues` (model, its final checkpoint.pt): start from that finished training's state instead of afresh
+    (training/state.py: continue_from), the paper's RNNsearch-50*; its updates count on from the parent's.
     Started by torchrun or srun as N processes (`rnnsearch.distributed`), it trains data-parallel: the same
     updates on the same global minibatches, each process computing the gradient of its share.
     """
@@ -110,7 +104,8 @@ def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src
     device = process_device(resolve_device(train_cfg.device, "train.device"), world)
     with _stop_on_signals() as stop, process_group(world, device):  # a SIGTERM while the data loads: update 1
         training = Training(name, model_cfg, train_cfg, seed, (src_train, tgt_train), (src_dev, tgt_dev),
-                            (src_vocab_path, tgt_vocab_path), Path(out_dir), world, device, text, binarized)
+                            (src_vocab_path, tgt_vocab_path), Path(out_dir), world, device, text, binarized,
+                            continues)
         training.loop(stop)
         return training.finish()
 
@@ -121,7 +116,8 @@ class Training:
 
     def __init__(self, name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, train: tuple[str, str],
                  dev: tuple[str, str], vocab_paths: tuple[str, str], out: Path, world: World = World(),
-                 device: torch.device | None = None, text: dict | None = None, binarized: str | None = None):
+                 device: torch.device | None = None, text: dict | None = None, binarized: str | None = None,
+                 continues: tuple[str, str] | None = None):
         self.name, self.cfg, self.out, self.world = name, train_cfg, out, world
         seed_everything(seed)  # the same on every process: the same initial weights and minibatches
         torch.set_num_threads(train_cfg.threads)
@@ -150,7 +146,7 @@ class Training:
         self.batches = PaperBatches(self.pairs, batch_size, train_cfg.sort_batches, seed, batch_tokens)
         vocabs = {"src": (vocab_paths[0], src_vocab), "tgt": (vocab_paths[1], tgt_vocab)}
         resumed = start_or_resume(out, self.config, self.model, self.optimizer, self.batches, device, vocabs,
-                                  owner=world.leader, read_by_all=world.barrier)
+                                  owner=world.leader, read_by_all=world.barrier, parent=continues)
         self.state = resumed or TrainState()
         self.graphs = None if not graphed else (
             UpdateGraphs if world.size == 1 else DataParallelGraphs)(self.model, self.optimizer, self.bf16,
@@ -165,6 +161,8 @@ class Training:
                  " (bf16 autocast)" if self.bf16 else "", ", updates from CUDA graphs" if graphed else "", self.commit)
         self.live = live(out / "dvclive", resume=resumed is not None) if world.leader else None
         self.seconds_before, self.start = self.state.seconds, time.perf_counter()
+        if self.state.continued_from and not (out / "checkpoint.pt").exists():
+            self.checkpoint(0)  # the parent's final state, this training's first checkpoint
 
     def seconds(self) -> float:
         """Training time so far, over every run of this training."""
@@ -394,4 +392,5 @@ class Training:
             "selected_update": state.best["update"], "early_stopped": early_stopped,
             "train_pairs": len(self.pairs), "git": self.commit, "runs": state.runs,
             "words": state.words,  # source + target words trained on (all updates)
+            "continued_from": state.continued_from,  # the parent's final state, where updates, runs and time began
         }
