@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -189,3 +190,15 @@ def test_the_language_pair_is_checked_against_the_source(pair, message, tmp_path
     with pytest.raises(cfg.ConfigError) as e:
         cfg.load_params([REPO / "params.yaml", overlay])
     assert message in str(e.value) and str(e.value).count("'data.src'") == 1
+
+
+def test_check_params_reads_the_files_rnnsearch_params_names(tmp_path, monkeypatch):
+    """Without --params, check-params prints what the workflow's stages read: $RNNSEARCH_PARAMS (it printed
+    params.yaml alone)."""
+    monkeypatch.setenv("RNNSEARCH_PARAMS", os.pathsep.join([str(REPO / "params.yaml"),
+                                                            str(REPO / "workflow" / "configs" / "paper.yaml")]))
+    assert yaml.safe_load(cfg.dump(None))["model"]["n"] == 1000
+    assert yaml.safe_load(cfg.dump([str(REPO / "params.yaml")]))["model"]["n"] == 96  # --params first
+    monkeypatch.delenv("RNNSEARCH_PARAMS")
+    monkeypatch.chdir(REPO)
+    assert yaml.safe_load(cfg.dump(None))["model"]["n"] == 96

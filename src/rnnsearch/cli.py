@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> None:
                          "sentences takes the language pair, Unicode form and punctuation setting from the "
                          "checkpoint and the search settings from the flags (--beam, --max-len-a, …)")
     if stage.params and not _user_translate(args):  # a user's sentences need no params: the checkpoint has all
-        files = params_files(args.params)
+        files = cfg.params_files(args.params)
         overrides = cfg.env_overrides()  # snakemake --config
         config = cfg.load_params(files, overrides)  # all of it validated: a typo fails at the start
         model = getattr(args, "model", None)
@@ -96,13 +96,6 @@ def run(args: argparse.Namespace) -> None:
     if stage.runs_model:
         keep_freed_memory()  # rnnsearch.runtime: no page faults on the tensors every update allocates again
     stage.call(stage.function(), args, p)
-
-
-def params_files(given: list[str] | None) -> list[str]:
-    """--params as given; else $RNNSEARCH_PARAMS (the workflow's params.yaml and overlays, os.pathsep between
-    them); else params.yaml."""
-    env = os.environ.get("RNNSEARCH_PARAMS")
-    return given or (env.split(os.pathsep) if env else ["params.yaml"])
 
 
 def _user_translate(args: argparse.Namespace) -> bool:

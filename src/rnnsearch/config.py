@@ -340,9 +340,16 @@ def rerun_keys(config: dict, stage: str, model: str | None = None) -> list[str]:
     return keys
 
 
+def params_files(given: list[str] | None) -> list[str]:
+    """--params as given; else $RNNSEARCH_PARAMS (the workflow's params.yaml and overlays, os.pathsep between
+    them); else params.yaml."""
+    env = os.environ.get("RNNSEARCH_PARAMS")
+    return given or (env.split(os.pathsep) if env else ["params.yaml"])
+
+
 def dump(files: Iterable[str | Path] | None) -> str:
     """The merged, validated params files as YAML (`rnnsearch check-params`)."""
-    return yaml.safe_dump(load_params(files or ["params.yaml"], env_overrides()), sort_keys=False)
+    return yaml.safe_dump(load_params(params_files(files), env_overrides()), sort_keys=False)
 
 
 def model_config(config: dict, name: str) -> dict:
