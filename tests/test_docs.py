@@ -310,10 +310,13 @@ def test_the_cluster_time_table_agrees_with_paper_yaml_and_the_rehearsal():
     and time the projection of the GPU rehearsal committed in docs/bench; paper.yaml's training jobs (runtime ×
     attempts) hold twice the longest, their memory three times the trainings' measured peak, and a translation
     job's time ten times the longest measured."""
+    from rnnsearch.bench.rehearsal import projection as project
+
     (rehearsed,) = sorted((REPO / "docs" / "bench").glob("rehearsal-h200-*.json"))
     measured = json.loads(rehearsed.read_text(encoding="utf-8"))
-    projection = measured["projection"]["models"]
     config = cfg.load_params([REPO / "params.yaml", REPO / "workflow" / "configs" / "paper.yaml"])
+    # the measured rates, projected with today's paper.yaml (RNNsearch-50* trains only after RNNsearch-50)
+    projection = project(measured["trainings"], measured["decoding"], config)["models"]
     train, decode = config["cluster"]["train"], config["cluster"]["decode"]
     cluster = (REPO / "docs" / "cluster.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| (RNN\w+-\d+\*?) \| ([^|]+) \| ([\d.]+) updates/s \| (?:at most )?([\d.]+) h \| (\d+) \|$",
@@ -332,6 +335,17 @@ def test_the_cluster_time_table_agrees_with_paper_yaml_and_the_rehearsal():
     assert train["mem_mb"] >= 3 * peak("train", "peak_rss_mb")
     assert decode["mem_mb"] >= 3 * peak("translate", "peak_rss_mb")
     assert decode["runtime"] * 60 >= 10 * peak("translate", "seconds")
+    bound = project(measured["trainings"], measured["decoding"], config, {"rnnsearch": 0.016, "rnnencdec": 0.008})["models"]
+    rows = re.findall(r"^\| (RNN\w+-\d+\*?) \| ([\d,]+) \| ([\d.]+) s \| ([\d.]+) h \|$", cluster, re.M)
+    assert len(rows) == 5, rows  # the bf16 bound on one H100 (docs/benchmarks.md's graphed updates of 50 words)
+    for label, updates, per_update, hours in rows:
+        name = label.lower().replace("*", "-star")
+        assert int(updates.replace(",", "")) == bound[name].get("trains", bound[name]["budget"])
+        assert 1 / float(per_update) == pytest.approx(bound[name]["updates_per_s"]), label
+        assert float(hours) == bound[name]["hours"], label
+    total = round(sum(m["hours"] for m in bound.values()), 1)
+    assert f"at most **{total} hours**" in cluster
+    assert config["train"]["precision"] == "bf16" or "In bf16" not in cluster  # the page follows paper.yaml
     asks = f"{train['runtime'] / 60:g} hours (`runtime: {train['runtime']}`), at most " \
            f"{train['attempts']} jobs in a chain"
     assert asks in " ".join(cluster.split())  # what the page says one training job asks for

@@ -16,9 +16,12 @@ import numpy as np
 import pytest
 import yaml
 
+from rnnsearch import config as cfg
 from rnnsearch.bench import rehearsal
 from rnnsearch.data.corpus import synthetic
 from rnnsearch.textio import EXIT_INTERRUPTED, InputError
+
+from .conftest import REPO
 
 
 def test_the_generated_corpus_has_the_dev_lengths_and_the_real_words(tmp_path: Path):
@@ -59,6 +62,25 @@ def test_any_subset_of_paper_yamls_models_is_a_valid_rehearsal():
     assert rehearsal.targets(["rnnencdec-30"], params) == ["results/scores/rnnencdec-30/replicate1.json"]
     whole = rehearsal.rehearsal_params(None, 300, 2, 2)
     assert len(whole["models"]) == 5 and rehearsal.targets(None, whole) == []
+    star = whole["models"]["rnnsearch-50-star"]  # continues RNNsearch-50: its job trains 300 after its 300
+    assert star["continues"] == "rnnsearch-50" and star["max_updates"] == 600
+    assert whole["train"]["precision"] == "bf16"  # paper.yaml's, unless --precision says otherwise
+    assert rehearsal.rehearsal_params(None, 300, 2, 2, "fp32")["train"]["precision"] == "fp32"
+
+
+def test_the_projection_counts_a_continued_models_own_updates_after_its_parent():
+    paper = cfg.load_params([REPO / "params.yaml", REPO / "workflow" / "configs" / "paper.yaml"])
+    measured = {"updates_per_s": 40.0, "validation_seconds": [5.0, 7.0]}
+    result = rehearsal.projection({"rnnsearch-50": measured, "rnnsearch-50-star": measured},
+                                  {"rnnsearch-50": {"seconds": 20.0}}, paper)
+    star = result["models"]["rnnsearch-50-star"]
+    assert (star["budget"], star["trains"], star["validations"]) == (1_000_000, 712_000, 71)
+    assert star["hours"] == round((712_000 / 40 + 71 * 6.0) / 3600, 2)
+    parent = result["models"]["rnnsearch-50"]["hours"]
+    assert parent == round((288_000 / 40 + 28 * 6.0 + 20) / 3600, 2)
+    assert result["one_model_per_device_hours"] == round(parent + star["hours"], 2)  # the star waits for its parent
+    fixed = rehearsal.projection({"rnnsearch-50": measured}, {}, paper, {"rnnsearch": 0.016})["models"]["rnnsearch-50"]
+    assert fixed["updates_per_s"] == 62.5 and fixed["hours"] == round((288_000 * 0.016 + 28 * 6.0) / 3600, 2)
 
 
 def test_a_missing_dev_or_test_file_stops_before_the_workspace_is_made(tmp_path: Path):
@@ -75,7 +97,7 @@ def test_the_rehearsal_runs_the_papers_dag_with_paper_size_models_on_the_cpu(tmp
     out = tmp_path / "rehearsal"
     result = rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "test"), str(out), millions=0.002,
                                     updates=2, validations=2, cores=2, shards=2,
-                                    models=["rnnencdec-30", "rnnsearch-50"], seed=1)
+                                    models=["rnnencdec-30", "rnnsearch-50"], seed=1, precision="fp32")
     assert json.loads((out / "rehearsal.json").read_text()) == result
     assert result["pipeline"]["exit_status"] == 0 and result["pairs"] == 2000 and result["test_sentences"] == 8
     stages = {j["stage"] for j in result["jobs"]}
@@ -83,6 +105,7 @@ def test_the_rehearsal_runs_the_papers_dag_with_paper_size_models_on_the_cpu(tmp
             "explorer", "report"} <= stages and all(j["exit_status"] == 0 and j["peak_rss_mb"] > 0
                                                     for j in result["jobs"])
     params = yaml.safe_load((out / "params.yaml").read_text())
+    assert params["train"]["precision"] == "fp32"  # bf16 (paper.yaml's) is emulated on a CPU without bf16 products
     assert params["model"]["n"] == 1000 and params["decode"]["beam"] == 12 and params["train"]["batch_size"] == 80
     for m in ("rnnencdec-30", "rnnsearch-50"):
         t = result["trainings"][m]
@@ -106,8 +129,6 @@ def test_a_stages_log_ends_with_its_own_peak_memory_not_its_parents(tmp_path: Pa
     holds 100+ MB) reports its own peak; getrusage's ru_maxrss carried the parent's size across exec."""
     import subprocess
     import sys
-
-    from .conftest import REPO
 
     ballast = bytearray(400 * 2**20)  # this process: 400 MB more than the stage will ever hold
     ballast[:: 4096] = b"x" * len(ballast[:: 4096])  # touched, so resident
@@ -181,7 +202,8 @@ def test_sigterm_stops_the_rehearsal_and_everything_it_started(tmp_path: Path):
     out = tmp_path / "rehearsal"
     proc = subprocess.Popen([str(Path(sys.executable).parent / "rnnsearch"), "rehearse", "--dev", str(tmp_path / "dev"),
                              "--test", str(tmp_path / "test"), "--out-dir", str(out), "--millions", "0.002",
-                             "--updates", "400", "--cores", "1", "--shards", "1", "--models", "rnnencdec-30"],
+                             "--updates", "400", "--cores", "1", "--shards", "1", "--models", "rnnencdec-30",
+                             "--precision", "fp32"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while not list((out / "results" / "logs").glob("train/*/*.log")) if out.exists() else True:

@@ -118,10 +118,12 @@ def generate(pairs: int, lengths: np.ndarray, vocabs: list[tuple[np.ndarray, np.
             f.close()
 
 
-def rehearsal_params(models: list[str] | None, updates: int, validations: int, shards: int) -> dict:
+def rehearsal_params(models: list[str] | None, updates: int, validations: int, shards: int,
+                     precision: str | None = None) -> dict:
     """paper.yaml over params.yaml, with the rehearsal's data, budgets (`updates` per training job: a model that
-    continues another trains that many after it) and shards; `models`: a subset, which keeps
-    figures.alignment_model in the config (the figures need it) though only the subset is built."""
+    continues another trains that many after it), shards and `precision` (None: paper.yaml's); `models`: a
+    subset, which keeps figures.alignment_model in the config (the figures need it) though only the subset is
+    built."""
     config = cfg.load_params([REPO / "params.yaml", PAPER])
     unknown = sorted(set(models or []) - set(config["models"]))
     if unknown:
@@ -131,7 +133,7 @@ def rehearsal_params(models: list[str] | None, updates: int, validations: int, s
                "prepare": {"shards": shards},
                "models": {m: {"max_updates": updates * (1 + len(cfg.ancestors(config, m)))} for m in config["models"]},
                "train": {"validate_every": max(1, updates // validations), "checkpoint_every": updates,
-                         "log_every": max(1, updates // 20)},
+                         "log_every": max(1, updates // 20), **({"precision": precision} if precision else {})},
                "remove": [f"models.{m}" for m in config["models"] if m not in kept]}
     merged = cfg.overlay(config, changes, "rnnsearch rehearse")
     cfg.validate(merged)
@@ -230,14 +232,17 @@ def figure(x: float) -> float:
     return float(f"{float(x):.4g}")
 
 
-def projection(trainings: dict, decoding: dict, paper: dict) -> dict:
+def projection(trainings: dict, decoding: dict, paper: dict, update_seconds: dict | None = None) -> dict:
     """The paper's full run from the measured rates: each model's paper.yaml budget at its steady rate (a model
     that continues another: only the updates after its parent's), a validation every train.validate_every at its
     measured time, and its translation job as measured. With one device per model, a continued model's chain
-    (parent, then it) is the longest wait."""
+    (parent, then it) is the longest wait. `update_seconds` (arch → seconds per update) replaces the measured
+    rates, e.g. by another device's or precision's (docs/cluster.md)."""
     every = paper["train"]["validate_every"]
     models = {}
     for m, t in trainings.items():
+        if update_seconds:
+            t = {**t, "updates_per_s": 1 / update_seconds[paper["models"][m]["arch"]]}
         budget = cfg.train_config(paper, m).max_updates
         parent = paper["models"][m].get("continues")
         own = budget - (cfg.train_config(paper, parent).max_updates if parent else 0)
@@ -251,7 +256,9 @@ def projection(trainings: dict, decoding: dict, paper: dict) -> dict:
                      "validations": own // every, "hours": round(seconds / 3600, 2)}
     hours = {m: x["hours"] for m, x in models.items() if x["hours"] is not None}
     every_model = len(hours) == len(models) and hours
-    chain = lambda m: hours[m] + (chain(models[m]["continues"]) if models[m].get("continues") in hours else 0)  # noqa: E731
+    def chain(m: str) -> float:  # a model's hours after those of the models it continues
+        return hours[m] + (chain(models[m]["continues"]) if models[m].get("continues") in hours else 0)
+
     return {"validate_every": every, "models": models, "devices": len(models),
             "one_device_hours": round(sum(hours.values()), 2) if every_model else None,
             "one_model_per_device_hours": round(max(map(chain, hours)), 2) if every_model else None,
@@ -261,13 +268,14 @@ def projection(trainings: dict, decoding: dict, paper: dict) -> dict:
 
 
 def run_rehearse(dev: list[str], test: str, out_dir: str, millions: float, updates: int, validations: int,
-                 cores: int, shards: int | None, models: list[str] | None, seed: int) -> dict:
+                 cores: int, shards: int | None, models: list[str] | None, seed: int, precision: str | None = None
+                 ) -> dict:
     from rnnsearch.data.text import tokenize_lines
 
     ws, start = Path(out_dir), time.monotonic()
     if (ws / "results").exists():
         raise InputError(f"{ws}/results exists: give the rehearsal a new --out-dir (nothing there is overwritten)")
-    params = rehearsal_params(models, updates, validations, shards or os.cpu_count() or 1)
+    params = rehearsal_params(models, updates, validations, shards or os.cpu_count() or 1, precision)
     langs = (params["data"]["src"], params["data"]["tgt"])
     dev_pairs, test_pairs = real_text(dev, langs), real_text([test], langs)  # read before anything is made
     workspace(ws)

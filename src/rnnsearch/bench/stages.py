@@ -121,7 +121,7 @@ BENCH_STAGES: tuple[Stage, ...] = (
           "every job's time and memory, and the projection of the paper's run (rehearsal.json)",
           "rnnsearch.bench.rehearsal:run_rehearse",
           lambda f, a, p: f(a.dev, a.test, a.out_dir, a.millions, a.updates, a.validations, a.cores, a.shards,
-                            a.models, a.seed),
+                            a.models, a.seed, a.precision),
           (arg("--dev", nargs="+", required=True, metavar="PREFIX",
                help="the dev text: <PREFIX>.en and <PREFIX>.fr, raw (the paper: newstest2012 newstest2013)"),
            arg("--test", required=True, metavar="PREFIX", help="the test text (the paper: newstest2014)"),
@@ -132,7 +132,10 @@ BENCH_STAGES: tuple[Stage, ...] = (
            arg("--cores", type=at_least(1), default=os.cpu_count(), help="Snakemake's --cores"),
            arg("--shards", type=at_least(1), help="prepare.shards (default: --cores; the paper's overlay: 64)"),
            arg("--models", nargs="+", help="a subset of paper.yaml's models (default: all five)"),
-           arg("--seed", type=int, default=1, help="seed of the generated corpus")),
+           arg("--seed", type=int, default=1, help="seed of the generated corpus"),
+           arg("--precision", choices=["fp32", "bf16"],
+               help="train.precision of the trainings (default: paper.yaml's, bf16; fp32 on a CPU without bf16 "
+                    "matrix instructions, where bf16 products are emulated and many times slower)")),
           params=False),
     Stage("bench-peer", "benchmark: training and fixed-length decoding side by side with JoeyNMT 2.3.0 "
           "(A, B, A, B)", "rnnsearch.bench.peer:run_bench_peer",
