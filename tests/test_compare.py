@@ -1,11 +1,16 @@
 """`rnnsearch compare`: Welch's test against scipy's figures, and the report of two models' replicates."""
 
 import json
+import re
+from pathlib import Path
+
 import pytest
 
 from rnnsearch.evaluation.compare import run_compare
 from rnnsearch.evaluation.replicates import welch
 from rnnsearch.textio import InputError
+
+from .conftest import dag_copy, run
 
 # Reference values from scipy 1.16: stats.ttest_ind(a, b, equal_var=False) gives t of mean(a) − mean(b).
 WELCH = [(([1, 2, 3, 4, 5], [2, 4, 6, 8, 10]), (-1.8973665961010275, 5.882352941176471, 0.10753119493062728)),
@@ -66,3 +71,20 @@ def test_compare_needs_two_finished_replicates(tmp_path):
     with pytest.raises(InputError, match=r"bf16/replicate2/validation.tsv: missing"):
         run_compare("fp32", "bf16", 2, str(tmp_path / "out"), str(tmp_path))
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_compare_rule_reads_the_runs_replicates_and_runs_alone(tiny_dag: Path, tmp_path: Path):
+    """`snakemake results/compare/<a>_vs_<b>/comparison.md` on a finished run of two replicates: only the
+    comparison runs, and its BLEU are the replicates' scores."""
+    ws = dag_copy(tiny_dag, tmp_path / "ws")
+    target = "results/compare/rnnsearch-30_vs_rnnsearch-50/comparison.md"
+    plan = run(["snakemake", "-n", target], ws).stdout
+    assert re.search(r"^compare\s+1$", plan, re.M) and not re.search(r"^(train|translate|score)\s", plan, re.M), plan
+    run(["snakemake", "--cores", "1", target], ws)
+    result = json.loads((ws / target).with_name("comparison.json").read_text())
+    bleu = {r["metric"]: r for r in result["rows"]}["BLEU All (tokenized)"]
+    for side, model in (("a", "rnnsearch-30"), ("b", "rnnsearch-50")):
+        scores = [json.loads((ws / f"results/scores/{model}/replicate{r}.json").read_text()) for r in (1, 2)]
+        assert bleu[side] == [s["bleu_tok_all"] for s in scores]
+    assert (ws / target).with_name("dev_nll.png").stat().st_size > 0
