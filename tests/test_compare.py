@@ -12,7 +12,7 @@ from rnnsearch.textio import InputError
 
 from .conftest import dag_copy, run
 
-# Reference values from scipy 1.16: stats.ttest_ind(a, b, equal_var=False) gives t of mean(a) − mean(b).
+# Reference values from scipy 1.17.1: stats.ttest_ind(a, b, equal_var=False) gives t of mean(a) − mean(b).
 WELCH = [(([1, 2, 3, 4, 5], [2, 4, 6, 8, 10]), (-1.8973665961010275, 5.882352941176471, 0.10753119493062728)),
          (([24.1, 23.8, 24.6], [24.3, 24.0, 23.5]), (0.7071067811865498, 4.0, 0.5185185185185172))]
 
