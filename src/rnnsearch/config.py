@@ -251,9 +251,9 @@ def _continuation_checks(config: dict) -> list[str]:
         if entry["train_max_len"] != models[parent]["train_max_len"]:
             problems.append(f"{where}: {name} must train on {parent}'s text (train_max_len "
                             f"{models[parent]['train_max_len']}, got {entry['train_max_len']})")
-        own, before = train_config(config, name).max_updates, train_config(config, parent).max_updates
-        if own <= before:
-            problems.append(f"{where}: max_updates {own} leaves nothing to train after {parent}'s {before}")
+        if job_updates(config, name) <= 0:
+            problems.append(f"{where}: max_updates {train_config(config, name).max_updates} leaves nothing to "
+                            f"train after {parent}'s {train_config(config, parent).max_updates}")
     if any("continues" in e for e in models.values()) and config["train"]["lr_decay"]:
         problems.append(f"'train.lr_decay': {config['train']['lr_decay']}: a continued model's step sizes would "
                         "jump back up after its parent's had fallen by the parent's budget; continuing needs 0 "
@@ -367,6 +367,12 @@ MODEL_TRAIN_KEYS = ("max_updates", "patience", "precision")  # train.* keys a mo
 def train_config(config: dict, name: str) -> TrainConfig:
     entry = config["models"][name]
     return typed(TrainConfig, {**config["train"], **{k: entry[k] for k in MODEL_TRAIN_KEYS if k in entry}})
+
+
+def job_updates(config: dict, name: str) -> int:
+    """The updates a model's own training job makes: its max_updates, less those of the model it continues."""
+    parent = config["models"][name].get("continues")
+    return train_config(config, name).max_updates - (train_config(config, parent).max_updates if parent else 0)
 
 
 def train_lengths(config: dict) -> list[int]:

@@ -88,10 +88,7 @@ def train_cost(model):
     """Relative cost of a training job, as its scheduling priority: the longest jobs start first. A model that
     continues another trains only the updates after its parent's."""
     entry = config["models"][model]
-    updates = rcfg.train_config(config, model).max_updates
-    if "continues" in entry:
-        updates -= rcfg.train_config(config, entry["continues"]).max_updates
-    return updates * entry["train_max_len"] * (2 if entry["arch"] == "rnnsearch" else 1) // 1000
+    return rcfg.job_updates(config, model) * entry["train_max_len"] * (2 if entry["arch"] == "rnnsearch" else 1) // 1000
 
 
 def continued(w):

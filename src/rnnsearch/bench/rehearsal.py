@@ -243,9 +243,8 @@ def projection(trainings: dict, decoding: dict, paper: dict, update_seconds: dic
     for m, t in trainings.items():
         if update_seconds:
             t = {**t, "updates_per_s": 1 / update_seconds[paper["models"][m]["arch"]]}
-        budget = cfg.train_config(paper, m).max_updates
+        budget, own = cfg.train_config(paper, m).max_updates, cfg.job_updates(paper, m)
         parent = paper["models"][m].get("continues")
-        own = budget - (cfg.train_config(paper, parent).max_updates if parent else 0)
         if not t["updates_per_s"] or not t["validation_seconds"]:
             models[m] = {"budget": budget, "hours": None, "why": "no steady rate or validation was measured"}
             continue

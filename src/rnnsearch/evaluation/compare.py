@@ -19,7 +19,7 @@ import csv
 import statistics
 from pathlib import Path
 
-from rnnsearch.evaluation.replicates import mean_sd, welch
+from rnnsearch.evaluation.replicates import mean_sd, shown, welch
 from rnnsearch.textio import InputError, atomic_path, read_json, write_json_atomic
 
 
@@ -74,18 +74,14 @@ def compare(arm_a: list[dict], arm_b: list[dict]) -> list[dict]:
     return rows
 
 
-def _cell(mean: float, sd: float, digits: int) -> str:
-    return f"{mean:.{digits}f} ± {sd:.{digits}f}"
-
-
 def markdown(rows: list[dict], a: str, b: str, arms: tuple[list[dict], list[dict]]) -> str:
     """The comparison as a Markdown table, the replicates' seeds, devices and commits below it."""
     lines = [f"| figure | {a} | {b} | {b} − {a} | Welch t | df | p |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         digits = 4 if "per update" in r["metric"] else 3 if "NLL" in r["metric"] else 2
         df = "–" if r["df"] is None else f"{r['df']:.1f}"
-        lines.append(f"| {r['metric']} | {_cell(r['mean_a'], r['sd_a'], digits)} (n={r['n_a']}) | "
-                     f"{_cell(r['mean_b'], r['sd_b'], digits)} (n={r['n_b']}) | {r['diff']:+.{digits}f} | "
+        lines.append(f"| {r['metric']} | {shown(r['mean_a'], r['sd_a'], digits)} (n={r['n_a']}) | "
+                     f"{shown(r['mean_b'], r['sd_b'], digits)} (n={r['n_b']}) | {r['diff']:+.{digits}f} | "
                      f"{r['t']:.2f} | {df} | {r['p']:.3f} |")
     lines.append("")
     for name, arm in zip((a, b), arms):
