@@ -14,7 +14,7 @@ import yaml
 
 from rnnsearch import config as cfg
 from rnnsearch.textio import InputError
-from rnnsearch.training.train import run_train
+from rnnsearch.training.train import TrainFiles, train
 
 from .conftest import REPO, built_once, repo_copy, run
 from .test_resume import data  # noqa: F401  (the session's tokenized synthetic corpus)
@@ -31,9 +31,10 @@ def _params(data: Path, **parent_entry) -> dict:
 
 
 def _train(data: Path, params: dict, name: str, out: Path, continues: tuple[str, str] | None = None) -> dict:
-    return run_train(name, cfg.model_config(params, name), cfg.train_config(params, name), params["seed"],
-                     data / "train.en", data / "train.fr", data / "dev.en", data / "dev.fr", data / "vocab.en.tsv",
-                     data / "vocab.fr.tsv", str(out), continues=continues)
+    files = TrainFiles(*(str(data / f) for f in ("train.en", "train.fr", "dev.en", "dev.fr", "vocab.en.tsv",
+                                                 "vocab.fr.tsv")))
+    return train(name, cfg.model_config(params, name), cfg.train_config(params, name), params["seed"], files, str(out),
+                 continues=continues)
 
 
 @pytest.fixture(scope="module")

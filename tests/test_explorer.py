@@ -90,9 +90,9 @@ def test_the_page_carries_every_sentence_score_and_8_bit_attention(tmp_path: Pat
     dirs = {"rnnencdec-50": _translations(tmp_path, "rnnencdec-50", ["x", "x y z", "q"], False, src),
             "rnnsearch-50": _translations(tmp_path, "rnnsearch-50", ["x y", "x y z w v", "z z"], True, src)}
     out = tmp_path / "explorer.html"
-    args = ([str(tmp_path / f"{m}.json") for m in dirs], {m: str(d) for m, d in dirs.items()}, str(tmp_path / "src"),
-            str(tmp_path / "ref"), str(tmp_path / "src"), str(tmp_path / "ref"), str(tmp_path / "vocab.tsv"),
-            str(tmp_path / "fig2.csv"), str(out))
+    test = explorer.TestText(*(str(tmp_path / f) for f in ("src", "ref", "src", "ref")))
+    args = ([str(tmp_path / f"{m}.json") for m in dirs], {m: str(d) for m, d in dirs.items()}, test,
+            str(tmp_path / "vocab.tsv"), str(tmp_path / "fig2.csv"), str(out))
     explorer.run_explorer(*args)
     data, alpha = page_data(out)
     assert data["src"] == src and data["bucket"] == [0, 1, 0] and data["buckets"] == ["1-3", "4+"]
@@ -174,8 +174,9 @@ def test_the_explorer_opens_on_long_sentences_and_a_click_shows_the_sentence(tmp
     scores = generate(tmp_path, 300, 7)
     page = tmp_path / "explorer.html"
     d = str(tmp_path)
-    explorer.run_explorer(scores, {m: f"{d}/{m}" for m in MODELS}, f"{d}/test.en", f"{d}/test.fr", f"{d}/test.en",
-                          f"{d}/test.fr", f"{d}/vocab.fr.tsv", f"{d}/bleu_by_length.csv", str(page))
+    test = explorer.TestText(f"{d}/test.en", f"{d}/test.fr", f"{d}/test.en", f"{d}/test.fr")
+    explorer.run_explorer(scores, {m: f"{d}/{m}" for m in MODELS}, test, f"{d}/vocab.fr.tsv",
+                          f"{d}/bleu_by_length.csv", str(page))
     report = page_check(page, "explorer_check.js", tmp_path, "</body>", window=(1280, 1000))
     assert report["error"] is None and report["state"] == "ready", report
     assert report["aggregates_top"] < 1000

@@ -51,9 +51,9 @@ def test_paper_size_rnnsearch_per_target_word():
 
 def test_training_benchmark_reports_flops_and_utilisation_against_a_gemm_measured_in_the_same_run(tmp_path,
                                                                                                   short_gemm):
-    from rnnsearch.bench.speed import run_bench_train
+    from rnnsearch.bench.speed import Setup, run_bench_train
 
-    r = run_bench_train("rnnsearch", "bench", 4, 6, 1, 1, "cpu", 1, str(tmp_path / "t.json"))
+    r = run_bench_train(Setup("rnnsearch", "bench", 4, 1, "cpu", 1), 6, 1, str(tmp_path / "t.json"))
     assert r["gemm_peak_gflops"] > 0 and 0 < r["utilisation"] < 1.5
     assert abs(r["gflops_per_s"] - r["train_gflop_per_update"] / r["seconds_per_update"]) < 0.05 * r["gflops_per_s"]
     assert abs(r["utilisation"] - r["gflops_per_s"] / r["gemm_peak_gflops"]) < 1e-3
@@ -71,12 +71,12 @@ def test_training_benchmark_in_bf16_runs_its_products_and_its_gemm_in_bf16(tmp_p
     # on an AMD EPYC without AVX512-BF16); what is checked here is that the products and the GEMM are bf16
     monkeypatch.setattr(speed, "gemm_peak_gflops", lambda *a, **k: dtypes.append(k["precision"]) or real(
         *a, **{**k, "seconds": 0.2, "size": 256}))
-    r = speed.run_bench_train("rnnencdec", "bench", 2, 4, 1, 1, "cpu", 1, str(tmp_path / "b.json"), precision="bf16")
+    r = speed.run_bench_train(speed.Setup("rnnencdec", "bench", 2, 1, "cpu", 1, "bf16"), 4, 1, str(tmp_path / "b.json"))
     assert r["precision"] == "bf16" and dtypes == ["bf16", "bf16"] and 0 < r["utilisation"]
     with pytest.raises(InputError, match="tf32 is a CUDA setting"):
-        speed.run_bench_train("rnnencdec", "bench", 2, 4, 1, 1, "cpu", 1, str(tmp_path / "t.json"), precision="tf32")
+        speed.run_bench_train(speed.Setup("rnnencdec", "bench", 2, 1, "cpu", 1, "tf32"), 4, 1, str(tmp_path / "t.json"))
     with pytest.raises(InputError, match="--graph: a CUDA graph needs a CUDA device"):
-        speed.run_bench_train("rnnencdec", "bench", 2, 4, 1, 1, "cpu", 1, str(tmp_path / "g.json"), graph=True)
+        speed.run_bench_train(speed.Setup("rnnencdec", "bench", 2, 1, "cpu", 1), 4, 1, str(tmp_path / "g.json"), graph=True)
     with pytest.raises(InputError, match="--graph: the LSTM encoder runs as a packed sequence"):
         speed.bench_update_setup("luong", "bench", 2, 4, 1, "cpu", 1, "fp32", capturable=True)
 
@@ -84,9 +84,9 @@ def test_training_benchmark_in_bf16_runs_its_products_and_its_gemm_in_bf16(tmp_p
 @pytest.mark.cuda
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
 def test_training_benchmark_on_cuda_measures_the_gpus_gemm_rate(tmp_path, precision):
-    from rnnsearch.bench.speed import run_bench_train
+    from rnnsearch.bench.speed import Setup, run_bench_train
 
-    r = run_bench_train("rnnsearch", "bench", 8, 10, 2, 1, "cuda", 1, str(tmp_path / "g.json"), precision=precision)
+    r = run_bench_train(Setup("rnnsearch", "bench", 8, 1, "cuda", 1, precision), 10, 2, str(tmp_path / "g.json"))
     assert r["device"].startswith("cuda") and r["peak_cuda_mb"] > 0 and r["gpu"]
     assert r["gemm_peak_gflops"] > 1000 and 0 < r["utilisation"] < 1.5  # a GPU's GEMM: well past a TFLOP/s
 
@@ -97,10 +97,10 @@ def test_an_update_replayed_from_a_cuda_graph_gives_the_eager_updates_parameters
     """The graph replays the update on the batch it recorded: one replay moves the parameters as the same update
     run eagerly from the same state does, to the rounding of products summed in another order (a replay on stale
     inputs or without one of the update's kernels would be off by about the update itself)."""
-    from rnnsearch.bench.speed import run_bench_train
+    from rnnsearch.bench.speed import Setup, run_bench_train
 
-    r = run_bench_train("rnnsearch", "bench", 8, 10, 2, 1, "cuda", 1, str(tmp_path / "g.json"), gemm=False,
-                        precision=precision, graph=True)
+    r = run_bench_train(Setup("rnnsearch", "bench", 8, 1, "cuda", 1, precision), 10, 2, str(tmp_path / "g.json"),
+                        gemm=False, graph=True)
     assert r["cuda_graph"] and r["seconds_per_update"] > 0
     assert r["graph_relative_update_difference"] < 1e-2, r
 
@@ -109,6 +109,7 @@ def test_an_update_replayed_from_a_cuda_graph_gives_the_eager_updates_parameters
 def test_the_length_scaling_benchmark_and_the_summary_table_that_reads_every_benchmark_of_the_run(tmp_path):
     """bench-scaling writes its points, fit and figure; bench-summary reads them with bench-train's JSON."""
     from rnnsearch.bench.speed import (
+        Setup,
         run_bench_scaling,
         run_bench_summary,
         run_bench_train,
@@ -117,15 +118,15 @@ def test_the_length_scaling_benchmark_and_the_summary_table_that_reads_every_ben
     train = []
     for arch in ("rnnsearch", "rnnencdec"):
         train.append(str(tmp_path / f"{arch}.json"))
-        run_bench_train(arch, "bench", 2, 4, 1, 1, "cpu", 1, train[-1], gemm=False)
+        run_bench_train(Setup(arch, "bench", 2, 1, "cpu", 1), 4, 1, train[-1], gemm=False)
     # utilisation needs a GEMM rate: give the files one, as a run with gemm=True writes it
     for p in train:
         r = json.loads(Path(p).read_text())
         r.update(gemm_peak_gflops=100.0, utilisation=r["gflops_per_s"] / 100.0)
         Path(p).write_text(json.dumps(r))
     # three points of one model (each a fresh process): what a fit needs; the models are a loop around it
-    r = run_bench_scaling(["rnnencdec"], "bench", [4, 8, 12], 2, 1, 1, "cpu", 1, str(tmp_path / "s.json"),
-                          str(tmp_path / "s.png"))
+    r = run_bench_scaling(Setup(size="bench", batch=2, threads=1, device="cpu", seed=1), ["rnnencdec"], [4, 8, 12], 1,
+                          str(tmp_path / "s.json"), str(tmp_path / "s.png"))
     assert [(p["arch"], p["length"]) for p in r["runs"]] == [("rnnencdec", n) for n in (4, 8, 12)]
     assert all(p["seconds_per_update"] > 0 and p["peak_rss_mb"] > 0 for p in r["runs"])
     assert set(r["quadratic_fit"]) == {"rnnencdec"} and (tmp_path / "s.png").stat().st_size > 1000

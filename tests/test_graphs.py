@@ -11,7 +11,8 @@ import torch
 
 from rnnsearch.textio import InputError
 from rnnsearch.training.graphs import UpdateGraphs, graphs_wanted, padded, side_stream_updates, static_encoder
-from rnnsearch.training.train import batch_nll, make_optimizer
+from rnnsearch.training.optimizers import make_optimizer
+from rnnsearch.training.train import batch_nll
 
 from .test_fused import FUSED, model_and_batch
 

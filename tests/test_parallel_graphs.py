@@ -26,7 +26,8 @@ from rnnsearch.distributed import backend_for
 from rnnsearch.textio import EXIT_INTERRUPTED, InputError
 from rnnsearch.training.graphs import graphs_wanted, padded, static_encoder
 from rnnsearch.training.parallel_graphs import DataParallelGraphs, FlatGradients
-from rnnsearch.training.train import batch_nll, make_optimizer
+from rnnsearch.training.optimizers import make_optimizer
+from rnnsearch.training.train import batch_nll
 
 from .test_distributed import free_port, train_args
 from .test_fused import model_and_batch
@@ -158,8 +159,10 @@ def test_the_benchmark_times_one_and_two_processes_and_projects_from_what_it_mea
     """On the CPU (no graphs: the phases run eagerly), tiny sizes: both configurations under torchrun, every
     process's replay alone, and the projection's figures recomputed from the measured ones."""
     from rnnsearch.bench.dp_graphs import run_bench_dp_graphs
+    from rnnsearch.bench.speed import Setup
 
-    r = run_bench_dp_graphs("bench", 4, 6, 1, 1, "cpu", ["fp32"], 2, str(tmp_path / "dp.json"))
+    r = run_bench_dp_graphs(Setup(size="bench", batch=4, threads=1, device="cpu"), 6, 1, ["fp32"], 2,
+                            str(tmp_path / "dp.json"))
     assert json.loads((tmp_path / "dp.json").read_text()) == r
     one, two = r["runs"]
     assert (one["processes"], two["processes"], one["backend"], one["graphs"]) == (1, 2, "gloo", False)

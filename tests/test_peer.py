@@ -54,12 +54,13 @@ def test_bf16_is_native_only_where_onednn_may_use_its_instructions(monkeypatch):
 
 
 def test_the_warm_up_leaves_two_updates_to_time_as_the_peer_script_needs(tmp_path):
-    from rnnsearch.bench.peer import run_bench_peer
+    from rnnsearch.bench.peer import PeerRuns, run_bench_peer
 
     for updates, warmup in ((3, 2), (12, 0)):
         with pytest.raises(InputError, match=rf"--warmup {warmup} with --updates {updates}: .*1 <= --warmup <= "):
-            run_bench_peer("peer_joeynmt.sh", sys.executable, "raw", ["multi30k"], updates, warmup, 1, ["greedy"], 1,
-                           42, str(tmp_path / "peer.json"), str(tmp_path / "peer.md"), str(tmp_path / "peer.log"))
+            run_bench_peer("peer_joeynmt.sh", sys.executable, "raw",
+                           PeerRuns(["multi30k"], updates, warmup, 1, ["greedy"], 1, 42), str(tmp_path / "peer.json"),
+                           str(tmp_path / "peer.md"), str(tmp_path / "peer.log"))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -144,16 +145,16 @@ def test_side_by_side_benchmark_measures_both_in_one_run(tmp_path):
     """bench-peer at its smallest: one round on Multi30k (its first 200 test sentences), 3 updates (2 timed), greedy
     fixed-length decoding, one thread each (the other pytest worker has the other core: two threads would wait on
     each other's spin)."""
-    from rnnsearch.bench.peer import run_bench_peer
+    from rnnsearch.bench.peer import PeerRuns, run_bench_peer
 
     python = peer_python_or_skip()
     shared = REPO.parent / "shared"
     if not (shared / "bench" / "peer_joeynmt.sh").exists() or not (shared / "data" / "PROVENANCE.md").exists():
         pytest.skip(f"the peer benchmark or its data not found in {shared}")
     raw = _raw_with_a_short_test_set(shared / "data", tmp_path / "raw", 200)
-    r = run_bench_peer(str(shared / "bench" / "peer_joeynmt.sh"), python, str(raw), ["multi30k"], 3, 1, 1,
-                       ["greedy"], 1, 42, str(tmp_path / "peer.json"), str(tmp_path / "peer.md"),
-                       str(tmp_path / "peer.log"))
+    r = run_bench_peer(str(shared / "bench" / "peer_joeynmt.sh"), python, str(raw),
+                       PeerRuns(["multi30k"], 3, 1, 1, ["greedy"], 1, 42), str(tmp_path / "peer.json"),
+                       str(tmp_path / "peer.md"), str(tmp_path / "peer.log"))
     ds = r["datasets"]["multi30k"]
     test = runpy.run_path(str(shared / "bench" / "prep_data.py"))["pairs"](raw / "multi30k_enfr", "test_2016_flickr",
                                                                           1, 10**6)  # as the peer prepares them

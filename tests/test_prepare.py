@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from rnnsearch.settings import VocabConfig
 from rnnsearch.bench.data import run_bench_data
 from rnnsearch.data.prepare import run_clean, run_gather, run_shard, shard_bounds
 from rnnsearch.data.vocab import (
@@ -52,7 +53,7 @@ def test_cleaning_drops_by_rule_and_counts(tmp_path):
     (tmp_path / "s").write_text("".join(a + "\n" for a, _ in pairs))
     (tmp_path / "t").write_text("".join(b + "\n" for _, b in pairs))
     stats = run_clean(tmp_path / "s", tmp_path / "t", tmp_path / "cs", tmp_path / "ct", max_len=10, max_ratio=2.0,
-                      stats_out=tmp_path / "c.json")
+                      stats=tmp_path / "c.json")
     assert (stats["pairs_in"], stats["pairs"], stats["dropped_empty"], stats["dropped_long"], stats["dropped_ratio"]) \
         == (5, 2, 1, 1, 1)
     assert (tmp_path / "cs").read_text().splitlines() == ["a b c", "a b c d"]  # the ratio 2.0 itself is kept
@@ -70,7 +71,8 @@ def test_merged_shard_counts_give_the_shortlist_of_the_whole_text(tmp_path):
         run_count(str(tmp_path / f"{k}.txt"), str(tmp_path / f"{k}.counts"))
         files.append(str(tmp_path / f"{k}.counts"))
     assert dict(merge_counts(files)) == dict(whole)
-    stats = run_vocab(files, files, tmp_path / "v.src", tmp_path / "v.tgt", 10, 10, tmp_path / "v.json")
+    stats = run_vocab(files, files, tmp_path / "v.src", tmp_path / "v.tgt", VocabConfig("shortlist", 10, 10),
+                      tmp_path / "v.json")
     expected = build_vocab(whole, 10)
     assert Vocab.load(tmp_path / "v.src").words == expected.words and expected.words.count("[UNK]") == 1
     total = sum(c for w, c in whole.items() if w != "[UNK]")

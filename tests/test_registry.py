@@ -3,6 +3,7 @@ stage's source dependencies equal to what its code really imports."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -108,3 +109,61 @@ def test_import_closure_follows_imports_inside_functions():
     assert "src/rnnsearch/training/train.py" not in code  # decoding does not import training
     assert "src/rnnsearch/model/fused.py" not in stages.stage_code("tokenize")
     assert "src/rnnsearch/peer/joeynmt_driver.py" in stages.stage_code("peer")  # a script it runs
+
+
+def _bound(stage, tiny_config):
+    """The stage's function bound to a command line of every argument (its default, or a name for a required one)
+    and to the tiny config's values of its settings."""
+    import argparse
+
+    from rnnsearch import config as cfg
+
+    args = argparse.Namespace(**{a.dest: "X" if a.kw.get("required") else a.kw.get("default") for a in stage.args})
+    model = "rnnsearch-50" if hasattr(args, "model") else None
+    args.model = model
+    p = cfg.stage_params(tiny_config, stage.name, model) if stage.params else stages.Params()
+    return stage.bind(stage.function(), args, p)
+
+
+@pytest.mark.parametrize("name", sorted(stages.BY_NAME))
+def test_every_argument_and_setting_reaches_the_function_by_name(name, tiny_config):
+    """A record's arguments (but cli.py's own and the job's, `Arg.job`) and settings are exactly the parameters
+    of its function, its typed requests' fields included: nothing parsed and dropped, nothing passed by position."""
+    stage = stages.BY_NAME[name]
+    kwargs, used = _bound(stage, tiny_config)
+    dests = {a.dest for a in stage.args if not a.job}
+    assert dests | set(stage.settings) == used, f"{name}: unused {sorted((dests | set(stage.settings)) - used)}"
+
+
+def test_no_stage_function_takes_more_than_eight_parameters():
+    import inspect
+
+    for s in stages.STAGES:
+        n = len(inspect.signature(s.function()).parameters)
+        assert n <= 8, f"{s.run}: {n} parameters"
+
+
+def _options(stage_name: str) -> tuple[set[str], set[str]]:
+    """The options of a stage's parser, and those of them it requires."""
+    parser = build_parser()._subparsers._group_actions[0].choices[stage_name]
+    actions = [a for a in parser._actions if a.option_strings]
+    return {o for a in actions for o in a.option_strings}, {a.option_strings[0] for a in actions if a.required}
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_every_rules_command_line_is_one_its_stage_accepts(rule):
+    """The shell string of each rule (workflow/rules/*.smk) against its stage's record: every flag it writes is an
+    option of the stage, and every option the stage requires is written (flags that `params:` build, as
+    translate_extra's search flags, are checked with the settings they come from, in test_flags)."""
+    stage = stages.stage_of_rule(rule)
+    head, block = RULES[rule].split("shell:", 1)
+    indent = len(head.splitlines()[-1]) + 1  # the shell string's lines are indented deeper than `shell:`
+    lines = [line for line in block.splitlines()[1:] if line.strip()]
+    shell = "".join(line for line in itertools.takewhile(lambda x: len(x) - len(x.lstrip()) >= indent, lines))
+    command = shell[shell.index(f"rnnsearch {stage.name} "):]
+    written = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", command))
+    for param in re.findall(r"\{params\.(\w+)\}", command):  # flags a rule's params build (score_extra's --entry)
+        written |= set(re.findall(r"(--[a-z][a-z0-9-]*) ", RULES[rule].split(f"{param}=", 1)[1].split("\n")[1]))
+    known, needed = _options(stage.name)
+    assert written <= known, f"rule {rule}: {sorted(written - known)} are not options of `rnnsearch {stage.name}`"
+    assert needed <= written, f"rule {rule}: `rnnsearch {stage.name}` requires {sorted(needed - written)}"

@@ -87,7 +87,8 @@ def test_a_missing_dev_or_test_file_stops_before_the_workspace_is_made(tmp_path:
     synthetic.write_corpus(synthetic.generate(5, 50, 20, 8, 60, 20, 20, 20, 20), tmp_path)
     out = tmp_path / "rehearsal"
     with pytest.raises(InputError, match=f"{tmp_path / 'none.en'}: no such file"):
-        rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "none"), str(out), 0.002, 2, 2, 2, 2, None, 1)
+        rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "none"), str(out),
+                                 rehearsal.Rehearsal(0.002, 2, 2, 2, 2, None, 1))
     assert not out.exists()
 
 
@@ -95,9 +96,9 @@ def test_a_missing_dev_or_test_file_stops_before_the_workspace_is_made(tmp_path:
 def test_the_rehearsal_runs_the_papers_dag_with_paper_size_models_on_the_cpu(tmp_path: Path):
     synthetic.write_corpus(synthetic.generate(5, 50, 20, 8, 60, 20, 20, 20, 20), tmp_path)  # the user's text
     out = tmp_path / "rehearsal"
-    result = rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "test"), str(out), millions=0.002,
-                                    updates=2, validations=2, cores=2, shards=2,
-                                    models=["rnnencdec-30", "rnnsearch-50"], seed=1, precision="fp32")
+    plan = rehearsal.Rehearsal(millions=0.002, updates=2, validations=2, cores=2, shards=2,
+                               models=["rnnencdec-30", "rnnsearch-50"], seed=1, precision="fp32")
+    result = rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "test"), str(out), plan)
     assert json.loads((out / "rehearsal.json").read_text()) == result
     assert result["pipeline"]["exit_status"] == 0 and result["pairs"] == 2000 and result["test_sentences"] == 8
     stages = {j["stage"] for j in result["jobs"]}
@@ -121,7 +122,8 @@ def test_the_rehearsal_runs_the_papers_dag_with_paper_size_models_on_the_cpu(tmp
     assert projected["one_model_per_device_hours"] == max(hours) and projected["devices"] == 2
     assert (out / "results" / "explorer.html").exists() and (out / "results" / "report.md").exists()
     with pytest.raises(InputError, match="results exists: give the rehearsal a new --out-dir"):
-        rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "test"), str(out), 0.002, 2, 2, 2, 2, None, 1)
+        rehearsal.run_rehearse([str(tmp_path / "dev")], str(tmp_path / "test"), str(out),
+                                 rehearsal.Rehearsal(0.002, 2, 2, 2, 2, None, 1))
 
 
 def test_a_stages_log_ends_with_its_own_peak_memory_not_its_parents(tmp_path: Path):
@@ -146,7 +148,7 @@ def test_the_peak_line_names_gpu_memory_only_where_the_stage_held_some(monkeypat
     "peak GPU memory 0 MB allocated, 0 MB reserved"; a training's line gives its peaks."""
     import torch
 
-    from rnnsearch.cli import peak_memory
+    from rnnsearch.jobs import peak_memory
 
     held = {"allocated": 0, "reserved": 0}
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)

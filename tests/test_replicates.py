@@ -11,7 +11,8 @@ import pytest
 from rnnsearch.evaluation.plots import _curve, bleu_by_length_table
 from rnnsearch.evaluation.replicates import mean_sd, shown, student_t_sf2, welch_p
 from rnnsearch.evaluation.tables import table1, table2
-from rnnsearch.stages import each_replicate
+from rnnsearch.evaluation.replicates import each_replicate
+from rnnsearch.settings import ScoreConfig
 
 
 @pytest.mark.parametrize("t, df, p", [(12.7062, 1, 0.05), (2.776445, 4, 0.05), (2.228139, 10, 0.05),
@@ -91,4 +92,5 @@ def test_tables_stage_refuses_lists_of_different_lengths(tmp_path: Path):
 
     (tmp_path / "s.json").write_text(json.dumps(_score("m", 1, 1.0)))
     with pytest.raises(InputError, match="one of each per model and replicate"):
-        run_tables([str(tmp_path / "s.json")] * 2, [str(tmp_path / "s.json")], [], "ref", 0, str(tmp_path))
+        run_tables([str(tmp_path / "s.json")] * 2, [str(tmp_path / "s.json")], [], "ref", ScoreConfig([10], 0), 1,
+                   str(tmp_path))

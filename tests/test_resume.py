@@ -17,6 +17,7 @@ import pytest
 import torch
 import yaml
 
+from rnnsearch.settings import VocabConfig
 from rnnsearch import config as cfg
 from rnnsearch.checkpoint import save_checkpoint
 from rnnsearch.data.binarized import run_binarize
@@ -27,7 +28,8 @@ from rnnsearch.model import build_model
 from rnnsearch.textio import EXIT_INTERRUPTED, InputError, atomic_path
 from rnnsearch.training.state import RESUME_KEYS, resume_mismatch
 from rnnsearch.settings import learning_rate
-from rnnsearch.training.train import make_optimizer, run_train
+from rnnsearch.training.optimizers import make_optimizer
+from rnnsearch.training.train import TrainFiles, train as train_model
 
 from .conftest import REPO, built_once
 from .forks import rnnsearch
@@ -47,7 +49,7 @@ def _make_data(d: Path) -> None:
     for split in ("train", "dev"):
         for lang in ("en", "fr"):
             run_tokenize(d / f"raw/{split}.{lang}", d / f"{split}.{lang}", lang, False)
-    run_vocab([d / "train.en"], [d / "train.fr"], d / "vocab.en.tsv", d / "vocab.fr.tsv", 150, 150)
+    run_vocab([d / "train.en"], [d / "train.fr"], d / "vocab.en.tsv", d / "vocab.fr.tsv", VocabConfig("shortlist", 150, 150))
     run_binarize(d / "train.en", d / "train.fr", d / "vocab.en.tsv", d / "vocab.fr.tsv", str(d / "train"))
     params = cfg.load_params([REPO / "params.yaml", REPO / "tests" / "configs" / "tiny.yaml"])
     params["train"].update(max_updates=UPDATES, checkpoint_every=10, log_every=10, validate_every=25, keep_checkpoints=2)
@@ -172,12 +174,13 @@ def test_a_training_interrupted_on_cuda_resumes_to_the_uninterrupted_parameters(
 
 
 def _train_in_process(params_dir: Path, out: Path, data: Path | None = None):
-    """run_train on the fixture's corpus with the params.yaml in `params_dir`."""
+    """train on the fixture's corpus with the params.yaml in `params_dir`."""
     data = data or params_dir
     params = yaml.safe_load((params_dir / "params.yaml").read_text())
-    return run_train("rnnsearch-50", cfg.model_config(params, "rnnsearch-50"), cfg.train_config(params, "rnnsearch-50"),
-                     params["seed"], data / "train.en", data / "train.fr", data / "dev.en", data / "dev.fr",
-                     data / "vocab.en.tsv", data / "vocab.fr.tsv", out)
+    files = TrainFiles(*(str(data / f) for f in ("train.en", "train.fr", "dev.en", "dev.fr", "vocab.en.tsv",
+                                                 "vocab.fr.tsv")))
+    return train_model("rnnsearch-50", cfg.model_config(params, "rnnsearch-50"),
+                       cfg.train_config(params, "rnnsearch-50"), params["seed"], files, out)
 
 
 def test_checkpoint_of_another_config_is_refused_with_the_difference(data: Path, tmp_path: Path):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from rnnsearch.settings import VocabConfig
 from rnnsearch import config as cfg
 from rnnsearch.checkpoint import vocabs_of
 from rnnsearch.data.vocab import (
@@ -50,7 +51,7 @@ def test_pieces_are_trained_deterministically_and_words_survive_the_round_trip()
 def test_the_vocab_stage_saves_the_model_beside_the_tsv_and_a_shortlist_removes_it(tmp_path):
     (tmp_path / "t.txt").write_text("".join(x + "\n" for x in TEXT))
     stats = run_vocab([tmp_path / "t.txt"], [tmp_path / "t.txt"], tmp_path / "vocab.en.tsv", tmp_path / "vocab.fr.tsv",
-                      50, 50, tmp_path / "v.json", kind="sentencepiece", seed=1)
+                      VocabConfig("sentencepiece", 50, 50), tmp_path / "v.json", seed=1)
     assert stats["src"]["kind"] == "sentencepiece" and stats["src"]["coverage"] == 1.0
     loaded = Vocab.load(tmp_path / "vocab.en.tsv")
     assert loaded.spm == spm_path(tmp_path / "vocab.en.tsv").read_bytes() and loaded.decode(loaded.encode(["tall"])) == ["tall"]
@@ -58,7 +59,8 @@ def test_the_vocab_stage_saves_the_model_beside_the_tsv_and_a_shortlist_removes_
     torch.save(state, tmp_path / "ckpt.pt")  # what a checkpoint stores, through torch's safe loader
     src, _ = vocabs_of(torch.load(tmp_path / "ckpt.pt", weights_only=True), "ckpt.pt")
     assert src.encode(["taller"]) == loaded.encode(["taller"])
-    run_vocab([tmp_path / "t.txt"], [tmp_path / "t.txt"], tmp_path / "vocab.en.tsv", tmp_path / "vocab.fr.tsv", 50, 50)
+    run_vocab([tmp_path / "t.txt"], [tmp_path / "t.txt"], tmp_path / "vocab.en.tsv", tmp_path / "vocab.fr.tsv",
+              VocabConfig("shortlist", 50, 50))
     assert not spm_path(tmp_path / "vocab.en.tsv").exists() and Vocab.load(tmp_path / "vocab.en.tsv").spm is None
 
 

@@ -107,7 +107,7 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     for job in jobs:
         record = job_record(job)
         assert re.search(r"NumTasks=2\b", record), record  # Slurm's own record of the job
-    history = (ws / MODEL / "train.log").read_text()  # every job's part, in order (rnnsearch.cli.history_log)
+    history = (ws / MODEL / "train.log").read_text()  # every job's part, in order (rnnsearch.jobs.history_log)
     assert [int(j) for j in re.findall(r"==== job (\d+) on ", history)][-len(jobs):] == [int(j) for j in jobs], history
     log = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()  # the last job's: each writes it anew
     assert f"Slurm job {jobs[-1]} on" in log and "data-parallel training: 2 processes (srun, gloo backend)" in log, log

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rnnsearch.model import fused_gpu, triton_kernels
-from rnnsearch.training.adadelta import Adadelta
+from rnnsearch.training.optimizers import Adadelta
 
 from .conftest import DEVICES
 from .test_fused import FUSED, model_and_batch, run

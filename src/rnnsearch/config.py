@@ -22,7 +22,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from rnnsearch.settings import TrainConfig, typed
+from rnnsearch.model.presets import model_config  # noqa: F401 (config.model_config: the resolved model)
+from rnnsearch.settings import MODEL_TRAIN_KEYS, TrainConfig, train_config, typed  # noqa: F401
 from rnnsearch.textio import InputError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -348,25 +349,13 @@ def params_files(given: list[str] | None) -> list[str]:
 
 
 def dump(files: Iterable[str | Path] | None) -> str:
-    """The merged, validated params files as YAML (`rnnsearch check-params`)."""
+    """The merged, validated params files as YAML."""
     return yaml.safe_dump(load_params(params_files(files), env_overrides()), sort_keys=False)
 
 
-def model_config(config: dict, name: str) -> dict:
-    """The resolved config of one model: its preset `arch`, the shared `model` sizes, then its own overrides
-    (sizes and ablation switches) from `models.<name>`."""
-    from rnnsearch.model.presets import resolve
-
-    entry = config["models"][name]
-    return resolve(entry["arch"], {**config["model"], **entry}, entry)
-
-
-MODEL_TRAIN_KEYS = ("max_updates", "patience", "precision")  # train.* keys a model of `models` may set for itself
-
-
-def train_config(config: dict, name: str) -> TrainConfig:
-    entry = config["models"][name]
-    return typed(TrainConfig, {**config["train"], **{k: entry[k] for k in MODEL_TRAIN_KEYS if k in entry}})
+def print_params(params: list[str] | None) -> None:
+    """`rnnsearch check-params`: the merged, validated params files (--params) on stdout, as YAML."""
+    print(dump(params), end="")
 
 
 def job_updates(config: dict, name: str) -> int:

@@ -114,3 +114,11 @@ def git_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
+
+
+def proc_mb(field: str, path: str = "/proc/self/status") -> float:
+    """A 'Field:  N kB' line of a /proc file, in MB (VmHWM: this process image's peak resident memory)."""
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(field + ":"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError(f"{path}: no {field}")

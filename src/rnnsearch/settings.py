@@ -62,6 +62,33 @@ class DecodeConfig:
     length_norm: bool
     device: str
     threads: int
+    processes: int
+
+
+@dataclass(frozen=True)
+class VocabConfig:
+    """`vocab:` of params.yaml: the shortlists (§4.1), or subword pieces (an ablation)."""
+
+    kind: str
+    src_size: int
+    tgt_size: int
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """`score:` of params.yaml: Figure 2's length buckets and its bootstrap intervals."""
+
+    length_buckets: list[int]
+    bootstrap_samples: int
+
+
+MODEL_TRAIN_KEYS = ("max_updates", "patience", "precision")  # train.* keys a model of `models` may set for itself
+
+
+def train_config(config: dict, name: str) -> TrainConfig:
+    """`train:` with the model's own `max_updates`, `patience` and `precision` (MODEL_TRAIN_KEYS)."""
+    entry = config["models"][name]
+    return typed(TrainConfig, {**config["train"], **{k: entry[k] for k in MODEL_TRAIN_KEYS if k in entry}})
 
 
 def typed(cls, values: dict):

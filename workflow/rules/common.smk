@@ -134,7 +134,7 @@ def train_retries():
 def train_resources():
     """cluster_resources("train"), each a function of Snakemake's attempt: a retry after a failure that repeats
     itself asks for one minute and no GPU, only to stop (train_retries)."""
-    from rnnsearch.cli import failed_for_good
+    from rnnsearch.jobs import failed_for_good
 
     resources = cluster_resources("train", config["train"]["processes"])
 

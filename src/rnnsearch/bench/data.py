@@ -173,7 +173,7 @@ def _projection(words_per_side: int, tokenize_rate: float, stages: list[dict]) -
             **{f"hours_{c}_cores": round((serial + parallel / c) / 3600, 3) for c in (1, 32)}}
 
 
-def run_bench_data(raw: list[tuple[str, str]], pretokenized: list[tuple[str, str]], out_json: str, out_md: str,
+def run_bench_data(raw: list[tuple[str, str]], pretokenized: list[tuple[str, str]], out: str, md: str,
                    shards: int = 4) -> dict:
     """`raw`, `pretokenized`: (language, path) pairs of real text; consecutive raw entries of different languages
     are also run through the other preparation steps as a pair."""
@@ -189,8 +189,8 @@ def run_bench_data(raw: list[tuple[str, str]], pretokenized: list[tuple[str, str
     result = {"benchmark": "data", "machine": {"platform": platform.platform(), "processor": cpu_name(),
                                                "cpus": os.cpu_count()},
               "tokenize": runs, "stages": stages, "vocab_memory": vocab, "projection": projection}
-    write_json_atomic(out_json, result)
-    with atomic_path(out_md) as tmp:
+    write_json_atomic(out, result)
+    with atomic_path(md) as tmp:
         tmp.write_text(_markdown(result), encoding="utf-8")
     return result
 

@@ -40,10 +40,10 @@ LINKS = {"nvlink4": 450e9, "ethernet_100gbit": 100e9 / 8}
 ASSUMED_GPU_UPDATE_S = 80 / 5000
 
 
-def run_bench_ddp(size: str, batch: int, length: int, steps: int, cores: int, processes: int, out: str) -> dict:
-    """1 process of `cores` threads, 1 process of cores / processes threads, and `processes` processes of
-    cores / processes threads each, in that order, each configuration under its own torchrun."""
-    threads = max(cores // processes, 1)
+def run_bench_ddp(size: str, batch: int, length: int, steps: int, threads: int, processes: int, out: str) -> dict:
+    """1 process of `threads` threads, 1 process of threads / processes threads, and `processes` processes of
+    threads / processes threads each, in that order, each configuration under its own torchrun."""
+    cores, threads = threads, max(threads // processes, 1)
     runs = [_torchrun(1, cores, size, batch, length, steps), _torchrun(1, threads, size, batch, length, steps),
             _torchrun(processes, threads, size, batch, length, steps)]
     base, single, multi = runs
@@ -107,7 +107,7 @@ def _worker(size: str, batch: int, length: int, steps: int, threads: int, out: s
     from rnnsearch.distributed import detect, process_group
     from rnnsearch.model import build_model
     from rnnsearch.runtime import keep_freed_memory
-    from rnnsearch.training.train import make_optimizer
+    from rnnsearch.training.optimizers import make_optimizer
 
     keep_freed_memory()
     torch.set_num_threads(threads)

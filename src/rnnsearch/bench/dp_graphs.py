@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from rnnsearch.bench.ddp import LINKS, torchrun_json
-from rnnsearch.bench.speed import _timed, bench_update_setup, machine, synchronizer
+from rnnsearch.bench.speed import Setup, _timed, bench_update_setup, machine, synchronizer
 from rnnsearch.distributed import backend_for, detect, process_device
 from rnnsearch.runtime import resolve_device
 from rnnsearch.textio import InputError, write_json_atomic
@@ -36,9 +36,11 @@ from rnnsearch.training.parallel_graphs import DataParallelGraphs
 log = logging.getLogger("rnnsearch.bench")
 
 
-def run_bench_dp_graphs(size: str, batch: int, length: int, steps: int, threads: int, device: str,
-                        precisions: list[str], processes: int, out: str) -> dict:
-    """1 and `processes` processes in each precision, each under its own torchrun; the projection from them."""
+def run_bench_dp_graphs(setup: Setup, length: int, steps: int, precisions: list[str], processes: int, out: str
+                        ) -> dict:
+    """1 and `processes` processes in each precision, each under its own torchrun; the projection from them
+    (`setup`: its size, batch per process, threads and device)."""
+    size, batch, threads, device = setup.size, setup.batch, setup.threads, setup.device
     if processes < 2:
         raise InputError(f"--processes {processes}: the benchmark compares 1 process with N ≥ 2")
     runs = [torchrun_json(p, "rnnsearch.bench.dp_graphs", size, batch, length, steps, threads, device, precision)

@@ -78,16 +78,16 @@ def _load_ms(chrome: str, page: Path, line: int) -> int:
 
 
 def run_bench_explorer(sentences: int, loads: int, seed: int, out: str) -> dict:
-    from rnnsearch.evaluation.explorer import run_explorer
+    from rnnsearch.evaluation.explorer import TestText, run_explorer
 
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         scores = generate(d, sentences, seed)
         page = d / "explorer.html"
         start = time.perf_counter()
-        run_explorer(scores, {m: str(d / m) for m in MODELS}, str(d / "test.en"), str(d / "test.fr"),
-                     str(d / "test.en"), str(d / "test.fr"), str(d / "vocab.fr.tsv"), str(d / "bleu_by_length.csv"),
-                     str(page))
+        test = TestText(str(d / "test.en"), str(d / "test.fr"), str(d / "test.en"), str(d / "test.fr"))
+        run_explorer(scores, {m: str(d / m) for m in MODELS}, test, str(d / "vocab.fr.tsv"),
+                     str(d / "bleu_by_length.csv"), str(page))
         build = time.perf_counter() - start
         lengths = [len(s.split()) for s in (d / "test.en").read_text(encoding="utf-8").splitlines()]
         chrome = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)

@@ -12,18 +12,11 @@ import json
 import sys
 from pathlib import Path
 
-
-def proc_mb(field: str, path: str = "/proc/self/status") -> float:
-    """A 'Field:  N kB' line of a /proc file, in MB."""
-    for line in Path(path).read_text().splitlines():
-        if line.startswith(field + ":"):
-            return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError(f"{path}: no {field}")
+from rnnsearch.cli import main as rnnsearch
+from rnnsearch.runtime import proc_mb
 
 
 def main(argv: list[str]) -> int:
-    from rnnsearch.cli import main as rnnsearch
-
     out, stage = Path(argv[0]), argv[1:]
     code = rnnsearch(stage)
     out.write_text(json.dumps({"stage": stage[0], "exit": code, "peak_rss_mb": proc_mb("VmHWM")}))

@@ -33,6 +33,7 @@ import os
 import subprocess
 import tempfile
 import time
+from dataclasses import astuple, dataclass
 from collections import Counter
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     from rnnsearch.data.batching import PaperBatches
     from rnnsearch.data.binarized import TokenPairs
     from rnnsearch.runtime import keep_freed_memory
-    from rnnsearch.training.train import make_optimizer
+    from rnnsearch.training.optimizers import make_optimizer
 
     keep_freed_memory()
     torch.set_num_threads(threads)
@@ -233,10 +234,27 @@ def check_peer_device(script: str, device: str) -> None:
                          f"different devices (switch the peer's config: use_cuda: {device == 'cuda'})")
 
 
-def run_bench_peer(script: str, peer_python: str, raw: str, datasets: list[str], updates: int, warmup: int,
-                   rounds: int, decode: list[str], threads: int, seed: int, out: str, md: str, peer_log: str,
-                   device: str = "cpu") -> dict:
-    script, raw, versions = _checked_inputs(script, peer_python, raw, updates, warmup, device)
+@dataclass(frozen=True)
+class PeerRuns:
+    """What both systems run: training on each of `datasets` for `updates` updates (the first `warmup` untimed),
+    `rounds` alternations (peer, ours), the fixed-length `decode`s, with `threads` torch threads, `seed`, on
+    `device`."""
+
+    datasets: list[str]
+    updates: int
+    warmup: int
+    rounds: int
+    decode: list[str]
+    threads: int
+    seed: int
+    device: str = "cpu"
+
+
+def run_bench_peer(peer_script: str, peer_python: str, raw: str, runs: PeerRuns, out: str, md: str, peer_log: str
+                   ) -> dict:
+    """Training and fixed-length decoding side by side with JoeyNMT (`peer_script` under `peer_python`)."""
+    datasets, updates, warmup, rounds, decode, threads, seed, device = astuple(runs)
+    script, raw, versions = _checked_inputs(peer_script, peer_python, raw, updates, warmup, device)
     joeynmt, torch_version = (versions.split() + ["?"])[:2]
     results = {"benchmark": "peer", "peer": f"JoeyNMT {joeynmt} (torch {torch_version}) via {script}", "machine": machine(),
                "threads": threads, "updates": updates, "warmup_updates": warmup, "rounds": rounds,

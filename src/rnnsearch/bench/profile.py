@@ -23,6 +23,7 @@ import json
 import logging
 import re
 import time
+from dataclasses import astuple
 from collections import Counter
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import torch
 
 from rnnsearch.bench.speed import (
     TRAIN_SIZES,
+    Setup,
     _timed_updates,
     bench_update_setup,
     gemm_peak_gflops,
@@ -117,14 +119,14 @@ def trace_breakdown(trace: dict, cuda: bool, updates: int) -> dict:
             "gemm_seconds_per_update": union_seconds(gemm) / updates, "top_operations": top}
 
 
-def run_bench_profile(arch: str, size: str, batch: int, length: int, steps: int, threads: int, device_name: str,
-                      seed: int, precision: str, out: str) -> dict:
-    """Profile of one training update of `arch` at `size` (see the module docstring); writes `out` (JSON) and
-    `<out>.trace.json`."""
+def run_bench_profile(setup: Setup, length: int, steps: int, out: str) -> dict:
+    """Profile of one training update of `setup.arch` at `setup.size` (see the module docstring); writes `out`
+    (JSON) and `<out>.trace.json`."""
     from torch.profiler import ProfilerActivity, profile
 
     from rnnsearch.bench.flops import train_flops
 
+    arch, size, batch, threads, device_name, seed, precision = astuple(setup)
     model, optimizer, b, K = bench_update_setup(arch, size, batch, length, threads, device_name, seed, precision)
     device, bf16 = b.x.device, precision == "bf16"
     cuda = device.type == "cuda"

@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import astuple, dataclass
 from collections import Counter
 from pathlib import Path
 
@@ -266,10 +267,27 @@ def projection(trainings: dict, decoding: dict, paper: dict, update_seconds: dic
                     "its parent); data preparation, scoring and queueing are not included"}
 
 
-def run_rehearse(dev: list[str], test: str, out_dir: str, millions: float, updates: int, validations: int,
-                 cores: int, shards: int | None, models: list[str] | None, seed: int, precision: str | None = None
-                 ) -> dict:
+@dataclass(frozen=True)
+class Rehearsal:
+    """The rehearsal's scale: `millions` of generated training pairs, `updates` and `validations` per model,
+    Snakemake's `cores`, prepare.`shards` (None: the cores), a subset of paper.yaml's `models` (None: all), the
+    corpus's `seed` and the trainings' `precision` (None: paper.yaml's)."""
+
+    millions: float = 4.0
+    updates: int = 300
+    validations: int = 2
+    cores: int = 1
+    shards: int | None = None
+    models: list[str] | None = None
+    seed: int = 1
+    precision: str | None = None
+
+
+def run_rehearse(dev: list[str], test: str, out_dir: str, plan: Rehearsal) -> dict:
+    """paper.yaml's DAG on `plan`'s generated corpus and the real `dev` and `test` text, in `out_dir`."""
     from rnnsearch.data.text import tokenize_lines
+
+    millions, updates, validations, cores, shards, models, seed, precision = astuple(plan)
 
     ws, start = Path(out_dir), time.monotonic()
     if (ws / "results").exists():

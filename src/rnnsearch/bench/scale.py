@@ -32,8 +32,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from rnnsearch.runtime import cpu_name
-from rnnsearch.bench.peak import proc_mb
+from rnnsearch.runtime import cpu_name, proc_mb
 from rnnsearch.textio import atomic_path, read_json, write_json_atomic
 
 TYPES, MAX_WORDS, SHARD_PAIRS, BASELINE_PAIRS, BASELINE = 60_000, 50, 250_000, 200, "base200"
@@ -175,17 +174,17 @@ def startup(w: Path, name: str, out: Path) -> None:
 
     from rnnsearch import config as cfg
     from rnnsearch.distributed import detect, process_group
-    from rnnsearch.training.train import Training
+    from rnnsearch.training.train import Training, TrainFiles
 
     params, text = cfg.load_params([w / "params.yaml"]), "train50" if name == "text" else name
     world = detect()
     with process_group(world, torch.device("cpu")):
         training = Training("rnnsearch-50", cfg.model_config(params, "rnnsearch-50"),
                             cfg.train_config(params, "rnnsearch-50"), params["seed"],
-                            (str(w / f"{text}.en"), str(w / f"{text}.fr")),
-                            (str(w / "raw/dev.en"), str(w / "raw/dev.fr")),
-                            (str(w / "vocab.en.tsv"), str(w / "vocab.fr.tsv")), out, world, torch.device("cpu"),
-                            binarized=None if name == "text" else str(w / "bin" / name))
+                            TrainFiles(str(w / f"{text}.en"), str(w / f"{text}.fr"), str(w / "raw/dev.en"),
+                                       str(w / "raw/dev.fr"), str(w / "vocab.en.tsv"), str(w / "vocab.fr.tsv"),
+                                       None if name == "text" else str(w / "bin" / name)),
+                            out, world, torch.device("cpu"))
         batch = next(iter(training.batches))
         seconds, peak = _process_seconds(), proc_mb("VmHWM")
         world.barrier()  # every process alive and at its first update: the shared pages are shared now
@@ -199,13 +198,13 @@ def startup(w: Path, name: str, out: Path) -> None:
                                                        "first_update": update})
 
 
-def run_bench_scale(millions: list[float], out_json: str, out_md: str, work: str | None = None) -> dict:
+def run_bench_scale(millions: list[float], out: str, md: str, work: str | None = None) -> dict:
     """Measures every N of `millions`; writes the JSON and a Markdown table."""
     from rnnsearch import config as cfg
     from rnnsearch.closure import REPO
 
     params = cfg.overlay(cfg.load_params([REPO / "params.yaml"]), SETTINGS, "bench-scale settings")
-    work_dir = Path(work or Path(out_json).parent / "scale-work").resolve()
+    work_dir = Path(work or Path(out).parent / "scale-work").resolve()
     runs = []
     for pairs in [round(m * 1_000_000) for m in millions]:
         w = work_dir / f"pairs{pairs}"
@@ -219,8 +218,8 @@ def run_bench_scale(millions: list[float], out_json: str, out_md: str, work: str
     result = {"benchmark": "scale", "machine": {"platform": platform.platform(), "processor": cpu_name(),
                                                 "cpus": os.cpu_count()},
               "settings": SETTINGS, "runs": runs, "goals": goals(runs), "projection": projection(runs[-1])}
-    write_json_atomic(out_json, result)
-    with atomic_path(out_md) as tmp:
+    write_json_atomic(out, result)
+    with atomic_path(md) as tmp:
         tmp.write_text(markdown(result), encoding="utf-8")
     return result
 

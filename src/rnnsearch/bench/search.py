@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import astuple
 from collections import Counter
 
 import torch
 
 from rnnsearch.bench.data import peak_rss_mb
-from rnnsearch.bench.speed import TRAIN_SIZES, machine, set_tf32, synchronizer
+from rnnsearch.bench.speed import TRAIN_SIZES, Setup, machine, set_tf32, synchronizer
 from rnnsearch.textio import InputError, read_lines, write_json_atomic
 
 log = logging.getLogger("rnnsearch.bench")
 
 
-def run_bench_search(arch: str, size: str, src: str, ref: str, beams: list[int], batch: int, threads: int,
-                     device_name: str, precision: str, seed: int, out: str) -> dict:
+def run_bench_search(setup: Setup, src: str, ref: str, beams: list[int], out: str) -> dict:
     """Sentences/s of greedy (beam 1) and beam search over the sentences of `src`, outputs `ref`'s mean length."""
     from rnnsearch.bench.peer import fixed_length
     from rnnsearch.data.vocab import build_vocab
@@ -33,6 +33,7 @@ def run_bench_search(arch: str, size: str, src: str, ref: str, beams: list[int],
     from rnnsearch.model import build_model
     from rnnsearch.runtime import resolve_device
 
+    arch, size, batch, threads, device_name, seed, precision = astuple(setup)
     if precision not in ("fp32", "tf32"):
         raise InputError(f"--precision {precision!r}: expected fp32 or tf32 (decoding has no bf16 path)")
     torch.set_num_threads(threads)

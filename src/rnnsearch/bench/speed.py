@@ -10,6 +10,7 @@ import logging
 import os
 import platform
 import time
+from dataclasses import astuple, dataclass, replace
 
 import torch
 
@@ -19,6 +20,7 @@ from rnnsearch.checkpoint import load_model
 from rnnsearch.data.vocab import Vocab
 from rnnsearch.decoding.search import translate_ids
 from rnnsearch.model import triton_kernels
+from rnnsearch.settings import DecodeConfig
 from rnnsearch.textio import InputError, read_lines, write_json_atomic
 
 log = logging.getLogger("rnnsearch.bench")
@@ -29,8 +31,27 @@ def machine() -> dict:
             "cpus": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
-def run_bench_decode(checkpoint: str, src_tok: str, src_vocab: str, beams: list[int], batch_size: int,
-                     max_len_a: float, max_len_b: int, threads: int, out: str) -> dict:
+@dataclass(frozen=True)
+class Setup:
+    """A benchmark's model and where it runs: the preset `arch` at `size` (paper: App. A; bench: the peer's),
+    minibatches of `batch` pairs, torch `threads`, `device` (auto: CUDA where there is a GPU), the `seed` of the
+    weights and batches, and `precision` (fp32; tf32: CUDA's TF32 tensor cores; bf16: autocast)."""
+
+    arch: str = "rnnsearch"
+    size: str = "paper"
+    batch: int = 80
+    threads: int = 1
+    device: str = "auto"
+    seed: int = 1234
+    precision: str = "fp32"
+
+
+def run_bench_decode(checkpoint: str, src: str, src_vocab: str, beams: list[int], decode: DecodeConfig,
+                     out: str) -> dict:
+    """Greedy and beam decoding speed of a trained model on the tokenized sentences `src`, with `decode`'s batch
+    size, output limits and threads."""
+    src_tok, batch_size, max_len_a, max_len_b = src, decode.batch_size, decode.max_len_a, decode.max_len_b
+    threads = decode.threads
     torch.set_num_threads(threads)
     model, config = load_model(checkpoint)
     sv = Vocab.load(src_vocab)
@@ -109,8 +130,7 @@ def gemm_peak_gflops(threads: int, seconds: float | None = None, size: int | Non
     return round(best, 1)
 
 
-def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, threads: int, device_name: str,
-                    seed: int, out: str, gemm: bool = True, precision: str = "fp32", graph: bool = False) -> dict:
+def run_bench_train(setup: Setup, length: int, steps: int, out: str, graph: bool = False, gemm: bool = True) -> dict:
     """Training speed and memory of one model for batches of `batch` sentence pairs of `length` words each side.
 
     Random word ids (uniform over the shortlist; speed does not depend on the words), two untimed warm-up
@@ -125,6 +145,7 @@ def run_bench_train(arch: str, size: str, batch: int, length: int, steps: int, t
     """
     from rnnsearch.bench.flops import train_flops
 
+    arch, size, batch, threads, device_name, seed, precision = astuple(setup)
     model, optimizer, b, K = bench_update_setup(arch, size, batch, length, threads, device_name, seed, precision,
                                                 graph)
     device = b.x.device
@@ -184,7 +205,7 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
     from rnnsearch.model import build_model
     from rnnsearch.runtime import keep_freed_memory, resolve_device
     from rnnsearch.training.graphs import unavailable
-    from rnnsearch.training.train import make_optimizer
+    from rnnsearch.training.optimizers import make_optimizer
 
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
@@ -231,8 +252,7 @@ def _timed(run, warmup: int, steps: int, what: str, sync) -> list[float]:
     return times
 
 
-def run_bench_scaling(archs: list[str], size: str, lengths: list[int], batch: int, steps: int, threads: int,
-                      device_name: str, seed: int, out: str, figure: str) -> dict:
+def run_bench_scaling(setup: Setup, archs: list[str], lengths: list[int], steps: int, out: str, figure: str) -> dict:
     """Time and peak memory of one training update against sentence length, per model, each point in a fresh
     process. A quadratic t(L) = t0 + t1·L + t2·L² is fitted per model: RNNsearch's attention costs Tx·Ty per
     sentence (every target position reads every source annotation), RNNencdec's fixed context does not."""
@@ -240,12 +260,13 @@ def run_bench_scaling(archs: list[str], size: str, lengths: list[int], batch: in
 
     import numpy as np
 
+    size, batch, threads = setup.size, setup.batch, setup.threads
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for arch in archs:
             for length in lengths:
-                r = in_fresh_process(run_bench_train, arch, size, batch, length, steps, threads, device_name, seed,
-                                            f"{tmp}/{arch}_{length}.json", False)
+                r = in_fresh_process(run_bench_train, replace(setup, arch=arch), length, steps,
+                                     f"{tmp}/{arch}_{length}.json", False, False)
                 runs.append({k: r[k] for k in ("arch", "length", "seconds_per_update", "words_per_s", "peak_rss_mb",
                                                "mflop_per_target_word")})
                 log.info("scaling %s length %d: %.2f s/update, peak RSS %.0f MB", arch, length,
@@ -290,7 +311,7 @@ def _scaling_figure(runs: list[dict], archs: list[str], size: str, batch: int, p
     plt.close(fig)
 
 
-def run_bench_summary(train: list[str], scaling: str, peer_md: str | None, out: str) -> str:
+def run_bench_summary(train: list[str], scaling: str, peer: str | None, out: str) -> str:
     """results/bench/summary.md: the training benchmarks at fixed size, the length scaling and the side-by-side
     table with JoeyNMT, from the JSON files of one `snakemake bench` run."""
     import json
@@ -325,8 +346,8 @@ def run_bench_summary(train: list[str], scaling: str, peer_md: str | None, out: 
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     for a, fit in s["quadratic_fit"].items():
         lines.append(f"\n{a}: t(L) ≈ {fit['t0_s']} + {fit['t1_s_per_word']}·L + {fit['t2_s_per_word2']}·L² s")
-    if peer_md:
-        peer = Path(peer_md).read_text(encoding="utf-8").splitlines()
+    if peer:
+        peer = Path(peer).read_text(encoding="utf-8").splitlines()
         lines += [""] + [f"#{line}" if line.startswith("#") else line for line in peer]  # one heading level down
     text = "\n".join(lines) + "\n"
     with atomic_path(out) as tmp:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 
 from rnnsearch.stage import Stage, arg, at_least, required
@@ -25,33 +26,26 @@ _BENCH_UPDATE = (  # one training update of a model at a size: bench-train, benc
 )
 
 
-def _split_systems(specs: list[str]) -> list[tuple[str, str, str]]:
-    from rnnsearch.textio import InputError
-
-    if bad := [s for s in specs if s.count("=") != 2]:
-        raise InputError(f"--system {bad[0]!r}: expected NAME=HYP=STATS")
-    return [tuple(spec.split("=")) for spec in specs]
+def _system(spec: str) -> tuple[str, str, str]:
+    """An argparse type: NAME=HYP=STATS as (NAME, HYP, STATS)."""
+    if spec.count("=") != 2:
+        raise argparse.ArgumentTypeError(f"expected NAME=HYP=STATS, got {spec!r}")
+    return tuple(spec.split("="))
 
 
 BENCH_STAGES: tuple[Stage, ...] = (
     Stage("bench-decode", "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
           "rnnsearch.bench.speed:run_bench_decode",
-          lambda f, a, p: f(a.checkpoint, a.src, a.src_vocab, a.beams, p["decode"]["batch_size"],
-                            p["decode"]["max_len_a"], p["decode"]["max_len_b"], p["decode"]["threads"], a.out),
           (*required({"--checkpoint": "a trained model", "--src": "the tokenized sentences to decode",
                       "--src-vocab": "the source shortlist", "--out": "the measurements (JSON)"}),
            arg("--beams", type=at_least(1), nargs="+", default=[1, 12], help="the beam widths timed, in turn")),
-          keys=("decode",), runs_model=True),
+          settings={"decode": "decode"}, runs_model=True),
     Stage("bench-train", "benchmark: training speed, utilisation and peak memory of one model size on random "
           "batches", "rnnsearch.bench.speed:run_bench_train",
-          lambda f, a, p: f(a.arch, a.size, a.batch, a.length, a.steps, a.threads, a.device, a.seed, a.out,
-                            precision=a.precision, graph=a.graph),
           (*_BENCH_UPDATE, arg("--graph", action="store_true", help="CUDA: the update captured in a CUDA graph and "
                                "replayed (checked against the eager update)")), params=False, runs_model=True),
     Stage("bench-search", "benchmark: greedy and beam search speed of a model size (random weights, every output "
           "the reference's mean length) on a tokenized test set", "rnnsearch.bench.search:run_bench_search",
-          lambda f, a, p: f(a.arch, a.size, a.src, a.ref, a.beams, a.batch, a.threads, a.device, a.precision, a.seed,
-                            a.out),
           (*(x for x in _BENCH_MODEL if x.flags[0] != "--steps"),
            *required({"--src": "the tokenized source sentences", "--ref": "their tokenized references (the length)"}),
            arg("--arch", default="rnnsearch", choices=_ARCHS, help="the model's preset"),
@@ -61,12 +55,9 @@ BENCH_STAGES: tuple[Stage, ...] = (
           params=False, runs_model=True),
     Stage("bench-profile", "benchmark: where one training update's time goes (torch.profiler: operations, busy "
           "and GEMM time, launch gap) and its arithmetic and launch floors", "rnnsearch.bench.profile:run_bench_profile",
-          lambda f, a, p: f(a.arch, a.size, a.batch, a.length, a.steps, a.threads, a.device, a.seed, a.precision,
-                            a.out),
           _BENCH_UPDATE, params=False, runs_model=True),
     Stage("bench-ddp", "benchmark: data-parallel training, 1 process against N under torchrun (gloo, this "
           "machine's cores), and the projected 8-GPU all-reduce of a paper-size update", "rnnsearch.bench.ddp:run_bench_ddp",
-          lambda f, a, p: f(a.size, a.batch, a.length, a.steps, a.threads, a.processes, a.out),
           (*(x for x in _BENCH_MODEL if x.flags[0] not in ("--device", "--seed")),
            arg("--length", type=at_least(1), default=50, help="words per sentence, each side (</s> added)"),
            arg("--processes", type=at_least(1), default=2, help="data-parallel processes, --threads / N threads each")),
@@ -74,8 +65,6 @@ BENCH_STAGES: tuple[Stage, ...] = (
     Stage("bench-dp-graphs", "benchmark: data-parallel updates from CUDA graphs, 1 process against N under "
           "torchrun (each process's replay alone, the all-reduce apart) and the 4- and 8-GPU projection from them",
           "rnnsearch.bench.dp_graphs:run_bench_dp_graphs",
-          lambda f, a, p: f(a.size, a.batch, a.length, a.steps, a.threads, a.device, a.precisions, a.processes,
-                            a.out),
           (*(x for x in _BENCH_MODEL if x.flags[0] != "--seed"),
            arg("--length", type=at_least(1), default=50, help="words per sentence, each side (</s> added)"),
            arg("--precisions", nargs="+", default=["bf16", "fp32"], choices=["fp32", "tf32", "bf16"],
@@ -85,8 +74,6 @@ BENCH_STAGES: tuple[Stage, ...] = (
           params=False, runs_model=True),
     Stage("bench-scaling", "benchmark: training time and memory per update against sentence length (10-80 words)",
           "rnnsearch.bench.speed:run_bench_scaling",
-          lambda f, a, p: f(a.archs, a.size, a.lengths, a.batch, a.steps, a.threads, a.device, a.seed, a.out,
-                            a.figure),
           (*_BENCH_MODEL, arg("--archs", nargs="+", default=["rnnsearch", "rnnencdec"], choices=_ARCHS,
                               help="the presets timed"),
            arg("--lengths", type=at_least(1), nargs="+", default=[10, 20, 40, 60, 80],
@@ -95,7 +82,6 @@ BENCH_STAGES: tuple[Stage, ...] = (
           params=False, runs_model=True),
     Stage("bench-data", "benchmark: tokenization throughput per core and shortlist memory on real text; WMT'14 "
           "projection", "rnnsearch.bench.data:run_bench_data",
-          lambda f, a, p: f([tuple(r) for r in a.raw], [tuple(r) for r in a.pretokenized], a.out, a.md),
           (arg("--raw", nargs=2, action="append", default=[], metavar=("LANG", "FILE"), help="raw text to tokenize"),
            arg("--pretokenized", nargs=2, action="append", default=[], metavar=("LANG", "FILE"),
                help="Moses-tokenized, XML-escaped text (the LIUM path)"),
@@ -103,14 +89,13 @@ BENCH_STAGES: tuple[Stage, ...] = (
           params=False),
     Stage("bench-scale", "benchmark: every data stage and training start-up on generated WMT-shaped corpora of "
           "millions of pairs (time, peak RSS, PSS of 2 processes); a projection to 12M and 36M",
-          "rnnsearch.bench.scale:run_bench_scale", lambda f, a, p: f(a.millions, a.out, a.md, a.work),
+          "rnnsearch.bench.scale:run_bench_scale",
           (arg("--millions", type=float, nargs="+", default=[1.0, 4.0], help="N: corpus sizes, millions of pairs"),
            arg("--out", required=True, help="JSON"), arg("--md", required=True, help="Markdown table"),
            arg("--work", help="a folder for the corpora (several GB at 4M pairs; default: scale-work beside --out)")),
           params=False),
     Stage("bench-explorer", "benchmark: the explorer page at the paper's scale (generated: 3,003 sentences, 5 "
           "models): its size, build time and load time in headless Chromium", "rnnsearch.bench.explorer:run_bench_explorer",
-          lambda f, a, p: f(a.sentences, a.loads, a.seed, a.out),
           (arg("--sentences", type=at_least(1), default=3003, help="test sentences (newstest2014: 3,003)"),
            arg("--loads", type=at_least(1), default=3, help="page loads timed in Chromium (the median is reported)"),
            arg("--seed", type=int, default=1234, help="seed of the generated text and attention"),
@@ -120,8 +105,6 @@ BENCH_STAGES: tuple[Stage, ...] = (
           "generated corpus of N million pairs and your real dev and test text, a few hundred updates per model): "
           "every job's time and memory, and the projection of the paper's run (rehearsal.json)",
           "rnnsearch.bench.rehearsal:run_rehearse",
-          lambda f, a, p: f(a.dev, a.test, a.out_dir, a.millions, a.updates, a.validations, a.cores, a.shards,
-                            a.models, a.seed, a.precision),
           (arg("--dev", nargs="+", required=True, metavar="PREFIX",
                help="the dev text: <PREFIX>.en and <PREFIX>.fr, raw (the paper: newstest2012 newstest2013)"),
            arg("--test", required=True, metavar="PREFIX", help="the test text (the paper: newstest2014)"),
@@ -139,8 +122,6 @@ BENCH_STAGES: tuple[Stage, ...] = (
           params=False),
     Stage("bench-peer", "benchmark: training and fixed-length decoding side by side with JoeyNMT 2.3.0 "
           "(A, B, A, B)", "rnnsearch.bench.peer:run_bench_peer",
-          lambda f, a, p: f(a.peer_script, a.peer_python, a.raw, a.datasets, a.updates, a.warmup, a.rounds,
-                            a.decode, a.threads, a.seed, a.out, a.md, a.peer_log, a.device),
           (arg("--peer-script", required=True, help="the peer benchmark's script (peer_joeynmt.sh)"),
            arg("--peer-python", required=True, help="a Python with JoeyNMT 2.3.0 (peer.python)"),
            arg("--raw", required=True, help="the raw corpora the peer's prep_data.py reads"),
@@ -158,10 +139,9 @@ BENCH_STAGES: tuple[Stage, ...] = (
            arg("--seed", type=int, default=42, help="both systems' seed"),
            arg("--out", required=True, help="the measurements (JSON)"), arg("--md", required=True, help="the Markdown table"),
            arg("--peer-log", required=True, help="the output of the peer's runs")),
-          keys=("peer.python",), params=False, runs_model=True),
+          params=False, runs_model=True),
     Stage("bench", "benchmark: the summary table of one `snakemake bench` run (training, scaling, JoeyNMT side by "
           "side)", "rnnsearch.bench.speed:run_bench_summary",
-          lambda f, a, p: f(a.train, a.scaling, a.peer, a.out),
           (arg("--train", nargs="+", required=True, help="bench-train JSON files"),
            arg("--scaling", required=True, help="the bench-scaling JSON"),
            arg("--peer", help="the bench-peer Markdown table"), arg("--out", required=True, help="the summary (Markdown)")),
@@ -169,26 +149,22 @@ BENCH_STAGES: tuple[Stage, ...] = (
     # the JoeyNMT experiment (rnnsearch.peer)
     Stage("peer", "experiment: JoeyNMT 2.3.0 trained on our data for as long as peer.model trained, then decoded",
           "rnnsearch.peer.experiment:run_peer",
-          lambda f, a, p: f(p["peer"]["python"], p["peer"]["config"], a.train_stats, a.train, a.dev, a.test,
-                            p["data.src"], p["data.tgt"], (p["vocab"]["src_size"], p["vocab"]["tgt_size"]),
-                            p["decode.beam"], p["train.threads"], p["seed"], a.out_dir),
           (arg("--train-stats", required=True, help="train_stats.json of peer.model: its training time"),
            *required({f"--{s}": f"the tokenized {s} files as a prefix: <prefix>.<src>, <prefix>.<tgt>"
                       for s in ("train", "dev", "test")}),
            arg("--out-dir", required=True, help="the peer's model, translations and statistics")),
-          keys=("seed", "peer", "vocab", "decode.beam", "train.threads", "data.src", "data.tgt"),
+          settings={"peer": "peer", "vocab": "vocab", "seed": "seed", "beam": "decode.beam",
+                    "threads": "train.threads", "src": "data.src", "tgt": "data.tgt"},
           rules=("peer_joeynmt",), scripts=("peer/joeynmt_driver.py",)),
     Stage("compare", "experiment: two models of one run over their replicates: BLEU All, No UNK and by length, "
           "dev NLL, mean ± sd and Welch's p, and their dev-NLL curves", "rnnsearch.evaluation.compare:run_compare",
-          lambda f, a, p: f(a.a, a.b, p["replicates"], a.out_dir, a.results),
           (arg("--results", default="results", help="the run's results folder (scores/, models/)"),
            *required({"--a": "the first model (a key of params.yaml's `models`)", "--b": "the second model",
                       "--out-dir": "comparison.md, comparison.json and dev_nll.png"})),
-          keys=("replicates",)),
+          settings={"replicates": "replicates"}),
     Stage("compare-peer", "experiment: sacreBLEU, chrF, training time and words/s of our models and the peer",
           "rnnsearch.peer.experiment:run_compare",
-          lambda f, a, p: f(_split_systems(a.system), a.ref, a.out_dir),
-          (arg("--system", action="append", required=True, metavar="NAME=HYP=STATS",
+          (arg("--system", action="append", required=True, metavar="NAME=HYP=STATS", type=_system,
                help="a system's name, detokenized test translations and train/peer stats JSON"),
            arg("--ref", required=True, help="the raw test references"),
            arg("--out-dir", required=True, help="the folder of the comparison (comparison.md, .json)")),

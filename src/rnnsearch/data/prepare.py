@@ -65,38 +65,38 @@ def clean_reason(n_src: int, n_tgt: int, max_len: int, max_ratio: float) -> str 
 
 
 def run_clean(src: str, tgt: str, out_src: str, out_tgt: str, max_len: int, max_ratio: float,
-              stats_out: str | None = None) -> dict:
-    """Clean one tokenized shard pair by the rules above; the counts go to `stats_out`."""
-    stats = {"pairs_in": 0, "pairs": 0, "dropped_empty": 0, "dropped_long": 0, "dropped_ratio": 0,
-             "src_words": 0, "tgt_words": 0, "max_len": max_len, "max_ratio": max_ratio}
+              stats: str | None = None) -> dict:
+    """Clean one tokenized shard pair by the rules above; the counts go to the JSON file `stats`."""
+    counts = {"pairs_in": 0, "pairs": 0, "dropped_empty": 0, "dropped_long": 0, "dropped_ratio": 0,
+              "src_words": 0, "tgt_words": 0, "max_len": max_len, "max_ratio": max_ratio}
     with atomic_path(out_src) as ts, atomic_path(out_tgt) as tt, \
             open(ts, "w", encoding="utf-8", newline="\n") as fs, open(tt, "w", encoding="utf-8", newline="\n") as ft:
         for i, x, y in iter_pairs(src, tgt):
-            stats["pairs_in"] = i
+            counts["pairs_in"] = i
             a, b = x.decode("utf-8"), y.decode("utf-8")
             na, nb = len(a.split()), len(b.split())
             reason = clean_reason(na, nb, max_len, max_ratio)
             if reason:
-                stats[f"dropped_{reason}"] += 1
+                counts[f"dropped_{reason}"] += 1
             else:
                 fs.write(a + "\n")
                 ft.write(b + "\n")
-                stats["pairs"] += 1
-                stats["src_words"] += na
-                stats["tgt_words"] += nb
-    if stats_out:
-        write_json_atomic(stats_out, stats)
-    return stats
+                counts["pairs"] += 1
+                counts["src_words"] += na
+                counts["tgt_words"] += nb
+    if stats:
+        write_json_atomic(stats, counts)
+    return counts
 
 
-def run_filter(src: str, tgt: str, out_src: str, out_tgt: str, max_len: int, stats_out: str | None = None) -> dict:
+def run_filter(src: str, tgt: str, out_src: str, out_tgt: str, max_len: int, stats: str | None = None) -> dict:
     """Stage 3: keep the pairs whose both sides have 1..max_len tokens (the paper's RNN*-30 / RNN*-50 sets)."""
     kept = run_clean(src, tgt, out_src, out_tgt, max_len, 0)
-    stats = {"max_len": max_len, "pairs_in": kept["pairs_in"], "pairs_kept": kept["pairs"],
-             "src_words": kept["src_words"], "tgt_words": kept["tgt_words"]}
-    if stats_out:
-        write_json_atomic(stats_out, stats)
-    return stats
+    counts = {"max_len": max_len, "pairs_in": kept["pairs_in"], "pairs_kept": kept["pairs"],
+              "src_words": kept["src_words"], "tgt_words": kept["tgt_words"]}
+    if stats:
+        write_json_atomic(stats, counts)
+    return counts
 
 
 def run_gather(inputs: list[str], output: str) -> int:

@@ -15,6 +15,7 @@ Every count is read from the stage statistics or streamed from the files, so the
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from rnnsearch.data.corpus.local import iter_pairs
@@ -91,16 +92,32 @@ def _steps(corpus: dict, clean: list[dict], filters: dict[int, dict]) -> list[di
     return rows
 
 
-def run_data_report(corpus_json: str, tok_dir: str, clean_stats: list[str], filter_stats: list[str], vocab_dir: str,
-                    src: str, tgt: str, out_md: str, out_json: str, out_png: str, tok_shards: tuple[list, list],
-                    max_len: int, max_ratio: float, binarized: list[str] = ()) -> dict:
-    tok_dir, vocab_dir = Path(tok_dir), Path(vocab_dir)
-    corpus = read_json(corpus_json)
+@dataclass(frozen=True)
+class DataReportInputs:
+    """What the data report reads: the corpus stage's JSON, the tokenized text (whole and in training shards),
+    the clean and filter stages' counts, the shortlists and the binarize stage's headers."""
+
+    corpus: str
+    tok_dir: str
+    tok_shards_src: list[str]
+    tok_shards_tgt: list[str]
+    clean_stats: list[str]
+    filter_stats: list[str]
+    vocab_dir: str
+    binarized: list[str] = ()
+
+
+def run_data_report(inputs: DataReportInputs, src: str, tgt: str, max_len: int, max_ratio: float, out_md: str,
+                    out_json: str, out_png: str) -> dict:
+    """Stage 9's data report: pairs and words after each step, per corpus, length histograms, coverage."""
+    tok_dir, vocab_dir = Path(inputs.tok_dir), Path(inputs.vocab_dir)
+    tok_shards = (inputs.tok_shards_src, inputs.tok_shards_tgt)
+    corpus = read_json(inputs.corpus)
     filters = {}
-    for path in filter_stats:
+    for path in inputs.filter_stats:
         f = read_json(path)
         filters[f["max_len"]] = f
-    steps = _steps(corpus, [read_json(p) for p in clean_stats], filters)
+    steps = _steps(corpus, [read_json(p) for p in inputs.clean_stats], filters)
     corpora = per_corpus(corpus, *tok_shards, max_len, max_ratio, sorted(filters))
     gathered = {k: sum(c["cleaned"][k] for c in corpora.values()) for k in ("pairs", "src_words", "tgt_words")}
     if gathered != {k: steps[-1 - len(filters)][k] for k in gathered}:
@@ -124,7 +141,7 @@ def run_data_report(corpus_json: str, tok_dir: str, clean_stats: list[str], filt
     if normalised:  # lines (either side) that data.unicode changed; the embedded corpus is written in NFC
         report["unicode_normalised"] = normalised
     report["punctuation"] = _punctuation(tok_dir, tok_shards, src, tgt)
-    report["binarized"] = {Path(p).name.removesuffix(".json"): _binarized(read_json(p)) for p in binarized}
+    report["binarized"] = {Path(p).name.removesuffix(".json"): _binarized(read_json(p)) for p in inputs.binarized}
     write_json_atomic(out_json, report)
     _plot(histograms, src, tgt, out_png)
     with atomic_path(out_md) as tmp:

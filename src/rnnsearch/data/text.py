@@ -66,7 +66,7 @@ def detokenize_lines(lines: list[str], lang: str) -> list[str]:
     return [_FR_ELISION.sub(r"\1'", line) for line in out] if lang == "fr" else out
 
 
-def run_tokenize(inp: str, out: str, lang: str, aggressive_dash: bool, pretokenized: bool = False,
+def run_tokenize(input: str, output: str, lang: str, aggressive_dash: bool, pretokenized: bool = False,
                  unicode: str = "NFC", normalize_punctuation: bool = True, stats: str | None = None) -> int:
     """Stage 2: normalise the punctuation of one file and tokenize it (or, `pretokenized`, unescape it and
     normalise token by token), streaming; a leading byte-order mark is dropped and the text normalised to
@@ -75,8 +75,8 @@ def run_tokenize(inp: str, out: str, lang: str, aggressive_dash: bool, pretokeni
     tok = MosesTokenizer(lang=lang)
     norm = punctuation_normaliser(lang) if normalize_punctuation else None  # None: nothing to count either
     n = changed = 0
-    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f, _progress(inp) as bar:
-        for n, line in enumerate(_text_lines(inp, unicode), 1):
+    with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f, _progress(input) as bar:
+        for n, line in enumerate(_text_lines(input, unicode), 1):
             if pretokenized:
                 plain = unescape_pretokenized(line)
                 text = normalise_tokens(plain, norm) if norm else plain

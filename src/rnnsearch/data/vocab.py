@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from rnnsearch.settings import VocabConfig
 from rnnsearch.textio import InputError, atomic_path, read_lines, write_json_atomic
 
 PAD_TOKEN, EOS_TOKEN, UNK_TOKEN = "<pad>", "</s>", "[UNK]"
@@ -120,11 +121,11 @@ def coverage(vocab: Vocab, counts: Counter) -> float:
     return sum(c for w, c in counts.items() if w in vocab) / total if total else 1.0
 
 
-def run_count(text: str, out: str) -> dict:
+def run_count(input: str, output: str) -> dict:
     """Word counts of one tokenized file (a shard), as `word<TAB>count` lines sorted by word: the input of the
     streaming merge in `run_vocab`."""
-    counts = count_words(read_lines(text))
-    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    counts = count_words(read_lines(input))
+    with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for w, c in sorted(counts.items()):
             f.write(f"{w}\t{c}\n")
     return {"types": len(counts), "tokens": sum(counts.values())}
@@ -206,22 +207,22 @@ def train_sentencepiece(counts: Iterable[tuple[str, int]], size: int, seed: int)
                  [0, 0, 0] + [round(-sp.get_score(i) * 1000) for i in kept], model.getvalue()), totals
 
 
-def run_vocab(src_inputs: list[str], tgt_inputs: list[str], src_out: str, tgt_out: str, size_src: int, size_tgt: int,
-              stats_out: str | None = None, kind: str = "shortlist", seed: int = 0) -> dict:
+def run_vocab(src: list[str], tgt: list[str], out_src: str, out_tgt: str, vocab: VocabConfig,
+              stats: str | None = None, seed: int = 0) -> dict:
     """Stage 4: both vocabularies, from tokenized training text or from per-shard `.counts` files (merged as
     streams: memory grows with the shortlist size, not with the corpus). `kind`: shortlist (the paper) or
     sentencepiece (a subword model of that many pieces; the TSV's counts column holds −1000 × each piece's log-probability)."""
-    stats = {}
-    for inputs, out, size, side in ((src_inputs, src_out, size_src, "src"), (tgt_inputs, tgt_out, size_tgt, "tgt")):
+    kind, found = vocab.kind, {}
+    for inputs, out, size, side in ((src, out_src, vocab.src_size, "src"), (tgt, out_tgt, vocab.tgt_size, "tgt")):
         if kind == "sentencepiece":
-            vocab, totals = train_sentencepiece(merge_counts(list(inputs)), size, seed)
-            totals["covered"] = sum(c for w, c in merge_counts(list(inputs)) if w in vocab)
+            words, totals = train_sentencepiece(merge_counts(list(inputs)), size, seed)
+            totals["covered"] = sum(c for w, c in merge_counts(list(inputs)) if w in words)
         else:
-            vocab, totals = shortlist(merge_counts(list(inputs)), size)
-        vocab.save(out)
-        stats[side] = {"kind": kind, "types": totals["types"], "shortlist": len(vocab) - len(SPECIALS),
+            words, totals = shortlist(merge_counts(list(inputs)), size)
+        words.save(out)
+        found[side] = {"kind": kind, "types": totals["types"], "shortlist": len(words) - len(SPECIALS),
                        "tokens": totals["tokens"],
                        "coverage": round(totals["covered"] / totals["tokens"], 5) if totals["tokens"] else 1.0}
-    if stats_out:
-        write_json_atomic(stats_out, stats)
-    return stats
+    if stats:
+        write_json_atomic(stats, found)
+    return found

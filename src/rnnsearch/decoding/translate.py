@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +15,13 @@ from rnnsearch.checkpoint import check_vocabs, load_checkpoint, model_of
 from rnnsearch.data.text import detokenize_lines
 from rnnsearch.data.vocab import Vocab
 from rnnsearch.decoding.search import translate_ids
-from rnnsearch.distributed import World, detect, process_device, process_group, share_work
+from rnnsearch.decoding.user import UserOptions, UserText, translate_user
+from rnnsearch.distributed import World, detect, process_device, process_group, share_work, started_as
 from rnnsearch.evaluation.score import no_unk_ids
 from rnnsearch.runtime import resolve_device
 from rnnsearch.settings import DecodeConfig
 from rnnsearch.textio import (
+    InputError,
     atomic_path,
     read_lines,
     write_json_atomic,
@@ -36,25 +39,47 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="sent", mininterval=5, leave=False, disable=None)  # off without a TTY
 
 
-def run_translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_vocab_path: str, tgt_vocab_path: str,
-                  out_dir: str, decode: DecodeConfig, tgt_lang: str) -> dict | None:
+@dataclass(frozen=True)
+class TestFiles:
+    """The tokenized test set (`src`, references `ref`) and the shortlists it is encoded with."""
+
+    src: str | None = None
+    ref: str | None = None
+    src_vocab: str | None = None
+    tgt_vocab: str | None = None
+
+
+def translate(checkpoint: str, out_dir: str | None, test: TestFiles, text: UserText, opts: UserOptions,
+              decode: DecodeConfig | None = None, detok_lang: str | None = None) -> dict | None:
+    """The translate stage: with `out_dir`, stage 6 (`run_translate`: the test set with params.yaml's `decode`,
+    detokenized for `detok_lang`, data.tgt); without, a user's sentences (`text`) with the search `opts` of the
+    command line (rnnsearch.decoding.user)."""
+    if not out_dir:
+        return translate_user(checkpoint, text, opts, test.src_vocab, test.tgt_vocab)
+    missing = [x for x in ("src", "ref", "src_vocab", "tgt_vocab") if not getattr(test, x)]
+    if missing:
+        raise InputError("the translate stage needs " + ", ".join("--" + x.replace("_", "-") for x in missing))
+    started_as("decode.processes", decode.processes, "translate")
+    return run_translate(checkpoint, test, out_dir, decode, detok_lang)
+
+
+def run_translate(checkpoint: str, test: TestFiles, out_dir: str, decode: DecodeConfig, tgt_lang: str) -> dict | None:
     """Started by torchrun or srun as N processes (`decode.processes`; `rnnsearch.distributed`), each translates
     every N-th sentence on its own device and process 0 writes the whole (the others return None)."""
     world = detect()
     device = process_device(resolve_device(decode.device, "decode.device"), world)
     with process_group(world, torch.device("cpu"), "translation"):  # gloo: the translations gather on process 0
-        return _translate(checkpoint, src_tok_path, ref_tok_path, src_vocab_path, tgt_vocab_path, Path(out_dir),
-                          decode, tgt_lang, world, device)
+        return _translate(checkpoint, test, Path(out_dir), decode, tgt_lang, world, device)
 
 
-def _translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_vocab_path: str, tgt_vocab_path: str,
-               out: Path, decode: DecodeConfig, tgt_lang: str, world: World, device) -> dict | None:
+def _translate(checkpoint: str, test: TestFiles, out: Path, decode: DecodeConfig, tgt_lang: str, world: World,
+               device) -> dict | None:
     torch.set_num_threads(decode.threads)
     state = load_checkpoint(checkpoint, device)
     model, config = model_of(state, checkpoint, device)
-    src_vocab, tgt_vocab = Vocab.load(src_vocab_path), Vocab.load(tgt_vocab_path)
-    check_vocabs(state, checkpoint, src=(src_vocab_path, src_vocab), tgt=(tgt_vocab_path, tgt_vocab))
-    src_tok, ref_tok = read_lines(src_tok_path), read_lines(ref_tok_path)
+    src_vocab, tgt_vocab = Vocab.load(test.src_vocab), Vocab.load(test.tgt_vocab)
+    check_vocabs(state, checkpoint, src=(test.src_vocab, src_vocab), tgt=(test.tgt_vocab, tgt_vocab))
+    src_tok, ref_tok = read_lines(test.src), read_lines(test.ref)
     src_ids = [src_vocab.encode(s.split()) for s in src_tok]
     opts = dict(beam=decode.beam, batch_size=decode.batch_size, max_len_a=decode.max_len_a,
                 max_len_b=decode.max_len_b, length_norm=decode.length_norm, device=device)
@@ -96,19 +121,3 @@ def _translate(checkpoint: str, src_tok_path: str, ref_tok_path: str, src_vocab_
     log.info("%s: %d sentences in %.1f s (%.1f sent/s, beam %d); No-UNK subset: %d sentences",
              config["name"], len(src_ids), seconds_all, stats["sentences_per_s"], opts["beam"], len(ids))
     return stats
-
-
-SHADES = " .:-=+*#%@"  # α from 0 to 1, for alignments drawn as text
-
-
-def alignment_text(alpha, src: list[str], hyp: list[str]) -> str:
-    """α as a character grid: one row per generated word, one column per source word numbered from 1, the source
-    words and the shades' legend below (' ' for α under 0.1, … '@' for 0.9 and over)."""
-    width = max(map(len, hyp))
-    lines = [" " * (width + 1) + " ".join(f"{j:>2}" for j in range(1, len(src) + 1))]
-    for word, row in zip(hyp, alpha.tolist()):
-        cells = " ".join(" " + SHADES[min(int(a * len(SHADES)), len(SHADES) - 1)] for a in row)
-        lines.append(f"{word:>{width}} {cells}")
-    lines += [f"{' ' * width} {j:>2} = {w}" for j, w in enumerate(src, 1)]
-    legend = ", ".join(f"'{c}' {k / len(SHADES):.1f}" for k, c in enumerate(SHADES))
-    return "\n".join(lines + [f"{' ' * width} α_ij from: {legend}"])

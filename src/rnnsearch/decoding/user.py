@@ -177,10 +177,21 @@ class UserTranslator:
             self.notes.unknown.append(line_no)
 
 
-def translate_user(checkpoint: str, input: str, output: str | None, opts: UserOptions, src_vocab: str | None,
-                   tgt_vocab: str | None, alignment: bool, heatmap_dir: str | None) -> None:
-    """Translations on stdout (or in `output`), one per input line, in order; with `alignment` each α as text
-    on stderr, with `heatmap_dir` as PNGs."""
+@dataclass(frozen=True)
+class UserText:
+    """A user's sentences: where they come from (`input`, '-': stdin) and where their translations go (`output`,
+    None: stdout); `alignment`: each α drawn as text on stderr; `heatmap_dir`: each α as a PNG there."""
+
+    input: str = "-"
+    output: str | None = None
+    alignment: bool = False
+    heatmap_dir: str | None = None
+
+
+def translate_user(checkpoint: str, text: UserText, opts: UserOptions, src_vocab: str | None = None,
+                   tgt_vocab: str | None = None) -> None:
+    """Translations on stdout (or in `text.output`), one per input line, in order, and their alignments."""
+    input, output, alignment, heatmap_dir = text.input, text.output, text.alignment, text.heatmap_dir
     if opts.n_best > opts.beam:
         raise InputError(f"--n-best {opts.n_best} needs --beam of at least {opts.n_best} (got {opts.beam})")
     if heatmap_dir and Path(heatmap_dir).exists() and not Path(heatmap_dir).is_dir():
@@ -217,11 +228,9 @@ def _emit(sink, i: int, nbest: list[Row], opts: UserOptions, alignment: bool, he
     for k, (src, out, alpha) in enumerate(pieces_, 1):
         name = f"line {i}" + (f", piece {k} of {len(pieces_)}" if len(pieces_) > 1 else "")  # from 1, as a reader counts
         if alignment:
-            from rnnsearch.decoding.translate import alignment_text
-
             print(f"[{name}]\n{alignment_text(alpha, src, out)}", file=sys.stderr)
         if heatmap_dir:
-            from rnnsearch.evaluation.plots import alignment_figure
+            from rnnsearch.evaluation.heatmap import alignment_figure
 
             suffix = f"_{k}" if len(pieces_) > 1 else ""
             alignment_figure(alpha.numpy(), src, out, name, Path(heatmap_dir) / f"alignment_{i}{suffix}.png")
@@ -240,3 +249,19 @@ class _stdout:
 class _stdout_text(_stdout):
     def __enter__(self):
         return sys.stdout
+
+
+SHADES = " .:-=+*#%@"  # α from 0 to 1, for alignments drawn as text
+
+
+def alignment_text(alpha, src: list[str], hyp: list[str]) -> str:
+    """α as a character grid: one row per generated word, one column per source word numbered from 1, the source
+    words and the shades' legend below (' ' for α under 0.1, … '@' for 0.9 and over)."""
+    width = max(map(len, hyp))
+    lines = [" " * (width + 1) + " ".join(f"{j:>2}" for j in range(1, len(src) + 1))]
+    for word, row in zip(hyp, alpha.tolist()):
+        cells = " ".join(" " + SHADES[min(int(a * len(SHADES)), len(SHADES) - 1)] for a in row)
+        lines.append(f"{word:>{width}} {cells}")
+    lines += [f"{' ' * width} {j:>2} = {w}" for j, w in enumerate(src, 1)]
+    legend = ", ".join(f"'{c}' {k / len(SHADES):.1f}" for k, c in enumerate(SHADES))
+    return "\n".join(lines + [f"{' ' * width} α_ij from: {legend}"])

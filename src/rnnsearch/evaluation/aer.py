@@ -16,6 +16,7 @@ Gold formats (positions 1-based, English/source first, as in the NAACL 2003 shar
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -123,9 +124,23 @@ def alignment_scores(hyp: list[set[tuple[int, int]]], gold: list[Gold]) -> dict:
             "links": a, "sure": s}
 
 
-def run_aer(checkpoint: str, src_tok: str, ref_tok: str, src_vocab_path: str, tgt_vocab_path: str, gold_path: str,
-            fmt: str, threshold: float, batch_size: int, device_name: str, out: str) -> dict:
-    device = resolve_device(device_name, "decode.device")
+@dataclass(frozen=True)
+class AerSettings:
+    """aer.format and aer.threshold of params.yaml, and the decode.batch_size and decode.device it decodes with."""
+
+    format: str
+    threshold: float
+    batch_size: int
+    device: str
+
+
+def run_aer(checkpoint: str, src: str, ref: str, src_vocab: str, tgt_vocab: str, gold: str, settings: AerSettings,
+            out: str) -> dict:
+    """The AER of the checkpoint's attention on the tokenized test set (`src`, `ref`), the references forced,
+    against the `gold` links."""
+    src_tok, ref_tok, src_vocab_path, tgt_vocab_path, gold_path = src, ref, src_vocab, tgt_vocab, gold
+    fmt, threshold, batch_size = settings.format, settings.threshold, settings.batch_size
+    device = resolve_device(settings.device, "decode.device")
     state = load_checkpoint(checkpoint, device)
     model, config = model_of(state, checkpoint, device)
     if model.attention is None:

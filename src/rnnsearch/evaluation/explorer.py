@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -154,13 +155,25 @@ def _counts(vocab_tsv: str) -> dict[str, int]:
     return counts
 
 
-def run_explorer(score_files: list[str], hyp_dirs: dict[str, str], src_raw: str, ref_raw: str, src_tok_path: str,
-                 ref_tok_path: str, tgt_vocab: str, figure2_csv: str, out: str) -> None:
-    """results/explorer.html from each model's replicate-1 score JSON and translation folder (`hyp_dirs`)."""
+@dataclass(frozen=True)
+class TestText:
+    """The test set, raw (`src`, references `ref`) and tokenized."""
+
+    src: str
+    ref: str
+    src_tok: str
+    ref_tok: str
+
+
+def run_explorer(scores: list[str], hyp_dirs: list[tuple[str, str]] | dict[str, str], test: TestText, tgt_vocab: str,
+                 figure2: str, out: str) -> None:
+    """results/explorer.html from each model's replicate-1 score JSON and translation folder (`hyp_dirs`: model →
+    folder), the test set, the target shortlist's counts and Figure 2's CSV."""
+    score_files, figure2_csv, ref_raw = scores, figure2, test.ref
     scores = {s["model"]: s for s in (read_json(f) for f in score_files)}
-    src, ref, src_tok, ref_tok = (read_lines(p) for p in (src_raw, ref_raw, src_tok_path, ref_tok_path))
+    src, ref, src_tok, ref_tok = (read_lines(p) for p in (test.src, test.ref, test.src_tok, test.ref_tok))
     models = []
-    for key, folder in hyp_dirs.items():
+    for key, folder in dict(hyp_dirs).items():
         if key not in scores:
             raise InputError(f"explorer: no --scores file for model {key!r} (given: {', '.join(scores)})")
         d = Path(folder)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -15,8 +16,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from rnnsearch.evaluation.heatmap import alignment_figure, save_figure  # noqa: E402
 from rnnsearch.evaluation.names import paper_name  # noqa: E402
-from rnnsearch.evaluation.replicates import by_model  # noqa: E402
+from rnnsearch.evaluation.replicates import by_model, each_replicate  # noqa: E402
 from rnnsearch.textio import InputError, atomic_path, read_json, read_lines  # noqa: E402
 
 log = logging.getLogger("rnnsearch.figures")
@@ -39,11 +41,6 @@ SCRIPTS
 </body>
 </html>
 """
-
-
-def _save(fig, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=path.suffix[1:], dpi=150, bbox_inches="tight")
 
 
 def write_dvc_page(path: Path) -> None:
@@ -122,22 +119,7 @@ def figure2(df: pd.DataFrame, archs: dict[str, str], out_stem: Path) -> None:
     if band:
         ax.text(0.99, 0.01, band, transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="0.4")
     for suffix in (".png", ".pdf"):
-        _save(fig, out_stem.with_suffix(suffix))
-    plt.close(fig)
-
-
-def alignment_figure(alpha: np.ndarray, src: list[str], hyp: list[str], title: str, path: Path) -> None:
-    """Figure 3 style: source words on x, generated words on y, grayscale with 0 black and 1 white."""
-    h, w = alpha.shape
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * w + 1.5), max(3.5, 0.32 * h + 1.5)))
-    ax.imshow(alpha, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
-    ax.set_xticks(range(w))
-    ax.set_xticklabels(src, rotation=90, fontsize=9)
-    ax.xaxis.tick_top()
-    ax.set_yticks(range(h))
-    ax.set_yticklabels(hyp, fontsize=9)
-    ax.set_title(title, fontsize=9, pad=12 + 5.5 * max(len(t) for t in src), loc="left")
-    _save(fig, path)
+        save_figure(fig, out_stem.with_suffix(suffix))
     plt.close(fig)
 
 
@@ -167,10 +149,23 @@ def pick_alignment_sentences(src_tok: list[str], nounk_ids: list[int], have: set
                             f"unknown words" if note else "")
 
 
-def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_tok_path: str,
-                nounk_path: str, fig_cfg: dict, seed: int, out_dir: str) -> list[str]:
-    out = Path(out_dir)
-    scores = [read_json(f) for f in score_files]
+@dataclass(frozen=True)
+class AlignmentFiles:
+    """Figure 3's inputs: figures.alignment_model's attention.npz, its tokenized translations (`hyp`) and
+    nounk.json, and the tokenized test source."""
+
+    attention: str
+    src: str
+    hyp: str
+    nounk: str
+
+
+def run_figures(scores: list[str], alignment: AlignmentFiles, figures: dict, seed: int, replicates: int,
+                out_dir: str) -> list[str]:
+    """Figure 2 from the score JSONs (`{replicate}` in their names: 1..`replicates`), Figure 3 from `alignment`."""
+    out, fig_cfg = Path(out_dir), figures
+    attention, src_tok_path, hyp_tok_path = alignment.attention, alignment.src, alignment.hyp
+    scores = [read_json(f) for f in each_replicate(scores, replicates)]
     archs = {s["model"]: s["arch"] for s in scores}
     df = bleu_by_length_table(scores)
     with atomic_path(out / "bleu_by_length.csv") as tmp:
@@ -185,7 +180,7 @@ def run_figures(score_files: list[str], attention: str, src_tok_path: str, hyp_t
     with np.load(attention) as npz:
         alphas = {int(k): npz[k].astype(np.float32) for k in npz.files if k.isdigit()}
         units = {k: npz[k].tolist() for k in npz.files if not k.isdigit()}  # pieces of a subword vocabulary
-    nounk, fixed = read_json(nounk_path)["ids"], fig_cfg["alignment_sentence"] - 1
+    nounk, fixed = read_json(alignment.nounk)["ids"], fig_cfg["alignment_sentence"] - 1
     if fixed not in alphas:
         log.warning("figures: 'figures.alignment_sentence' %d is not a line of %s (%d sentences) with an attention "
                     "matrix; Figure 3 (a) shows sentence %d instead", fixed + 1, src_tok_path, len(src_tok),

@@ -7,6 +7,12 @@ import math
 from statistics import fmean, stdev
 
 
+def each_replicate(patterns: list[str], replicates: int) -> list[str]:
+    """Files named by patterns with a `{replicate}` field, for replicates 1..N, pattern by pattern (a name without
+    the field is taken as it is)."""
+    return list(dict.fromkeys(p.replace("{replicate}", str(r)) for p in patterns for r in range(1, replicates + 1)))
+
+
 def by_model(records: list[dict]) -> dict[str, list[dict]]:
     """Records (score or train_stats JSONs) grouped by their "model", in the order models first appear."""
     groups: dict[str, list[dict]] = {}

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from rnnsearch.evaluation.names import paper_names
-from rnnsearch.evaluation.replicates import by_model, mean_sd, shown
+from rnnsearch.evaluation.replicates import by_model, each_replicate, mean_sd, shown
 from rnnsearch.textio import atomic_path, read_json, read_lines
 
 
@@ -73,12 +74,29 @@ def sample_sentences(n: int, seed: int, k: int) -> list[int]:
     return sorted(random.Random(seed).sample(range(n), min(k, n)))
 
 
-def run_report(params: dict, table1_md: str, table2_md: str, figure2: str, alignments: list[str], score_files: list[str],
-               src_raw: str, ref_raw: str, hyp_files: dict[str, str], out: str, aer_file: str | None = None,
-               explorer: str | None = None) -> None:
-    out_path = Path(out)
+@dataclass(frozen=True)
+class ReportInputs:
+    """What the results page shows: Tables 1 and 2 (Markdown), Figures 2 and 3, the AER's JSON and the explorer
+    (when there are)."""
+
+    table1: str
+    table2: str
+    figure2: str
+    alignments: list[str]
+    aer: str | None = None
+    explorer: str | None = None
+
+
+def run_report(config: dict, inputs: ReportInputs, scores: list[str], src: str, ref: str,
+               hyps: list[tuple[str, str]] | dict[str, str], out: str) -> None:
+    """results/report.md: the tables, figures, AER, sample translations and the params (`config`) of this run;
+    `scores` (`{replicate}` in their names: 1..replicates), `src`, `ref`: the raw test set, `hyps`: model → its
+    raw translations."""
+    params, out_path = config, Path(out)
     base = out_path.parent
-    scores = [read_json(f) for f in score_files]
+    table1_md, table2_md, figure2, alignments = inputs.table1, inputs.table2, inputs.figure2, inputs.alignments
+    aer_file, explorer, src_raw, ref_raw, hyp_files = inputs.aer, inputs.explorer, src, ref, dict(hyps)
+    scores = [read_json(f) for f in each_replicate(scores, config["replicates"])]
     groups, names = by_model(scores), paper_names(scores)
     src, ref = read_lines(src_raw), read_lines(ref_raw)
     hyps = {names.get(m, m): read_lines(p) for m, p in hyp_files.items()}

@@ -17,6 +17,7 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 
 from rnnsearch.data.vocab import Vocab
+from rnnsearch.settings import ScoreConfig
 from rnnsearch.textio import (
     InputError,
     read_json,
@@ -103,9 +104,12 @@ def check_aligned(hyp_path, hyps, ref_path, refs) -> None:
         raise InputError(f"{ref_path}: no sentences to score")
 
 
-def run_score(model: str, src_tok_path: str, ref_tok_path: str, ref_raw_path: str, hyp_dir: str,
-              edges: list[int], out: str, bootstrap: int = 0, seed: int = 0) -> dict:
-    """Score one model's translations of the test set; writes a metrics JSON."""
+def run_score(model: str, src: str, ref_tok: str, ref: str, hyp_dir: str, out: str, score: ScoreConfig,
+              seed: int = 0) -> dict:
+    """Score one model's translations of the test set (`src`: tokenized, references tokenized and raw, `hyp_dir`:
+    the translate stage's folder); writes a metrics JSON."""
+    src_tok_path, ref_tok_path, ref_raw_path = src, ref_tok, ref
+    edges, bootstrap = score.length_buckets, score.bootstrap_samples
     src_tok, ref_tok, ref_raw = read_lines(src_tok_path), read_lines(ref_tok_path), read_lines(ref_raw_path)
     hyp_tok, hyp = read_lines(f"{hyp_dir}/test.hyp.tok"), read_lines(f"{hyp_dir}/test.hyp")
     check_aligned(f"{hyp_dir}/test.hyp.tok", hyp_tok, ref_tok_path, ref_tok)
@@ -148,18 +152,18 @@ def bleu_chrf(hyps: list[str], refs: list[str]) -> dict:
             "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}
 
 
-def run_extra_scores(entries: list[tuple[str, str, str, str]], out_dir: str) -> dict:
+def run_extra_scores(entry: list[tuple[str, str, str, str]], out_dir: str) -> dict:
     """sacreBLEU and chrF of (test set, model, detokenized hypotheses, raw references) entries; writes
     extra_tests.json and extra_tests.md (one row per model, BLEU / chrF per test set)."""
     scores: dict = {}
     signatures = {}
-    for name, model, hyp_path, ref_path in entries:
+    for name, model, hyp_path, ref_path in entry:
         hyps, refs = read_lines(hyp_path), read_lines(ref_path)
         check_aligned(hyp_path, hyps, ref_path, refs)
         s = bleu_chrf(hyps, refs)
         scores.setdefault(model, {})[name] = {"bleu": s["bleu"], "chrf": s["chrf"], "sentences": len(refs)}
         signatures = {"bleu": s["bleu_signature"], "chrf": s["chrf_signature"]}
-    sets = list(dict.fromkeys(e[0] for e in entries))
+    sets = list(dict.fromkeys(e[0] for e in entry))
     lines = ["| model | " + " | ".join(f"{s} BLEU / chrF" for s in sets) + " |", "|---" * (len(sets) + 1) + "|"]
     for model, row in scores.items():
         lines.append(f"| {model} | " + " | ".join(f"{row[s]['bleu']:.2f} / {row[s]['chrf']:.2f}" for s in sets) + " |")

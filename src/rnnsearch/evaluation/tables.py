@@ -9,8 +9,9 @@ from statistics import fmean
 import pandas as pd
 
 from rnnsearch.evaluation.names import paper_names
-from rnnsearch.evaluation.replicates import by_model, mean_sd, shown, welch_p
+from rnnsearch.evaluation.replicates import by_model, each_replicate, mean_sd, shown, welch_p
 from rnnsearch.evaluation.score import check_aligned
+from rnnsearch.settings import ScoreConfig
 from rnnsearch.textio import InputError, atomic_path, read_json, read_lines, write_json_atomic
 
 
@@ -158,10 +159,13 @@ def table2(groups: dict[str, list[dict]],
     return pd.DataFrame(rows), pd.DataFrame(display), notes
 
 
-def run_tables(score_files: list[str], stats_files: list[str], hyp_files: list[str], ref_tok: str, samples: int,
-               out_dir: str) -> None:
+def run_tables(scores: list[str], train_stats: list[str], hyps: list[str], ref_tok: str, score: ScoreConfig,
+               replicates: int, out_dir: str) -> None:
     """Table 1 (table1.csv, table1.md, table1_replicates.csv) and Table 2 from the score and train_stats JSONs of
-    every model's replicates (model by model, replicates in order) and their tokenized translations."""
+    every model's replicates (model by model, replicates in order; `{replicate}` in a name stands for 1..
+    `replicates`) and their tokenized translations."""
+    score_files, stats_files, hyp_files = (each_replicate(x, replicates) for x in (scores, train_stats, hyps))
+    samples = score.bootstrap_samples
     if not (len(score_files) == len(stats_files) == len(hyp_files)):
         raise InputError(f"tables: {len(score_files)} --scores, {len(stats_files)} --train-stats and "
                          f"{len(hyp_files)} --hyps: give one of each per model and replicate, in the same order")

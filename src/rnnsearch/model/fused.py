@@ -44,6 +44,8 @@ import torch
 
 from rnnsearch.model import triton_kernels
 from rnnsearch.model.equations import additive_energies, align
+from rnnsearch.model.fused_gpu import DeepOutputKernels, EncoderKernels
+from rnnsearch.model.products import addmm, addmm_, mm
 
 
 # ------------------------------------------------------------------------------------------- mixed precision
@@ -58,26 +60,6 @@ def _apply(function, *args):
     args = [a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
     with torch.autocast(device, enabled=False):
         return function.apply(*args, torch.get_autocast_dtype(device))
-
-
-def _mm(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """a @ b (2-D or batched) with both operands in `dtype` (default: b's), the result in a's dtype."""
-    dtype = dtype or b.dtype
-    if a.dtype == b.dtype == dtype:
-        return a @ b
-    return (a.to(dtype) @ b.to(dtype)).to(a.dtype)
-
-
-def _addmm(x: torch.Tensor, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x + a @ w (2-D or batched), the product in w's dtype, the sum in x's."""
-    if a.dtype == w.dtype == x.dtype:
-        return torch.addmm(x, a, w) if a.dim() == 2 else torch.baddbmm(x, a, w)
-    return torch.add(x, a.to(w.dtype) @ w)
-
-
-def _addmm_(x: torch.Tensor, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x += a @ w in place, the product in w's dtype."""
-    return x.addmm_(a, w) if a.dtype == w.dtype == x.dtype else x.add_(a.to(w.dtype) @ w)
 
 
 # ------------------------------------------------------------------------------------------- the two pieces
@@ -108,9 +90,9 @@ def _gru(x: torch.Tensor, s: torch.Tensor, U_zr: torch.Tensor, U: torch.Tensor, 
     launch: no copies after, one operation where gru_step has four)."""
     n = s.size(1)
     x_h, x_zr = x.split([n, 2 * n], dim=1)
-    zr = torch.sigmoid(_addmm(x_zr, s, U_zr.t()), out=ZR)
+    zr = torch.sigmoid(addmm(x_zr, s, U_zr.t()), out=ZR)
     rs = torch.mul(zr[:, n:], s, out=RS)
-    s_tilde = torch.tanh(_addmm(x_h, rs, U.t()), out=St)
+    s_tilde = torch.tanh(addmm(x_h, rs, U.t()), out=St)
     return torch.lerp(s, s_tilde, zr[:, :n], out=s_next)  # (1 − z) ∘ s + z ∘ s̃
 
 
@@ -119,11 +101,11 @@ def _gru_backward(g: torch.Tensor, s: torch.Tensor, zr, s_tilde, U_zr, U, dx: to
     n = s.size(1)
     z, r = zr[:, :n], zr[:, n:]
     da_h = torch.ops.aten.tanh_backward.grad_input(g * z, s_tilde, grad_input=dx[:, :n])  # through s̃ = tanh(a_h)
-    drs = _mm(da_h, U)  # ∂L/∂(r ∘ s)
+    drs = mm(da_h, U)  # ∂L/∂(r ∘ s)
     torch.ops.aten.sigmoid_backward.grad_input(g * (s_tilde - s), z, grad_input=dx[:, n : 2 * n])  # through z
     torch.ops.aten.sigmoid_backward.grad_input(drs * s, r, grad_input=dx[:, 2 * n :])  # through r
     ds = torch.addcmul(g, g, z, value=-1).addcmul_(drs, r)  # g ∘ (1 − z) + ∂L/∂(r ∘ s) ∘ r
-    return _addmm_(ds, dx[:, n:], U_zr)
+    return addmm_(ds, dx[:, n:], U_zr)
 
 
 # ------------------------------------------------------------------------------------------- App. A.2.2
@@ -146,10 +128,10 @@ class _DeepOutputRecurrence(torch.autograd.Function):
         S[:, 0] = s = s0
         for i in range(Ty):
             if attn:
-                p, A[:, i], Cc[:, i] = _attend(_mm(s, W_a.t()), keys, v, h, masked)
+                p, A[:, i], Cc[:, i] = _attend(mm(s, W_a.t()), keys, v, h, masked)
                 P.append(p)
             if i + 1 < Ty:  # the last state is never read
-                x = _addmm(X[:, i], Cc[:, i], C.t()) if attn else X[:, i]
+                x = addmm(X[:, i], Cc[:, i], C.t()) if attn else X[:, i]
                 s = _gru(x, s, U_zr, U, ZR[:, i], RS[:, i], St[:, i], S[:, i + 1])
         ctx.attn = attn
         if attn:
@@ -177,17 +159,17 @@ class _DeepOutputRecurrence(torch.autograd.Function):
             if g is not None:
                 gs += _gru_backward(g, S[:, i], ZR[:, i], St[:, i], U_zr, U, dX[:, i])
             if ctx.attn:
-                gc = dCc[:, i] + _mm(dX[:, i], C) if g is not None else dCc[:, i]
+                gc = dCc[:, i] + mm(dX[:, i], C) if g is not None else dCc[:, i]
                 Gc[:, i] = gc
                 DQ[:, i] = _attend_backward(gc, ctx.P[i], A[:, i], h, v, dkeys, dv)
-                _addmm_(gs, DQ[:, i], W_a)
+                addmm_(gs, DQ[:, i], W_a)
             g = gs
-        dU_zr = _mm(dX[:, :-1, n:].flatten(0, 1).t(), S[:, :-1].flatten(0, 1), lp)
-        dU = _mm(dX[:, :-1, :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
+        dU_zr = mm(dX[:, :-1, n:].flatten(0, 1).t(), S[:, :-1].flatten(0, 1), lp)
+        dU = mm(dX[:, :-1, :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
         if not ctx.attn:
             return dX, g, None, None, None, None, None, None, dU_zr, dU, None
-        dC = _mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
-        dW_a = _mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
+        dC = mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
+        dW_a = mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
         dh = torch.bmm(A.transpose(1, 2), Gc)  # Σ_i α_ij ∂L/∂c_i
         return dX, g, dh, dkeys, None, dW_a, dv.view_as(v_a), dC, dU_zr, dU, None
 
@@ -199,7 +181,7 @@ def deep_output_recurrence(X, s0, cell, attention=None, h=None, keys=None, mask=
     """
     function = _DeepOutputRecurrence
     if triton_kernels.usable(X):  # on a GPU: each element-wise stretch of a step one kernel (fused_gpu.py)
-        from rnnsearch.model.fused_gpu import DeepOutputKernels as function
+        function = DeepOutputKernels
     if attention is None:
         return _apply(function, X, s0, None, None, None, None, None, None, cell.U_zr.weight, cell.U.weight)
     return _apply(function, X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight,
@@ -222,11 +204,11 @@ class _CombinedOutputRecurrence(torch.autograd.Function):
         Actx, A, P = X.new_empty(B, Ty, h.size(2)), X.new_empty(B, Ty, h.size(1)), []
         S[:, 0] = s0
         for t in range(Ty):
-            x = _addmm(X[:, t], O[:, t], C.t()) if C is not None else X[:, t]  # input feeding: C o_{t−1}
+            x = addmm(X[:, t], O[:, t], C.t()) if C is not None else X[:, t]  # input feeding: C o_{t−1}
             _gru(x, S[:, t], U_zr, U, ZR[:, t], RS[:, t], St[:, t], S[:, t + 1])
-            p, A[:, t], Actx[:, t] = _attend(_mm(S[:, t + 1], W_a.t()), keys, v, h, masked)
+            p, A[:, t], Actx[:, t] = _attend(mm(S[:, t + 1], W_a.t()), keys, v, h, masked)
             P.append(p)
-            torch.tanh(_mm(torch.cat([Actx[:, t], S[:, t + 1]], dim=1), W_u.t()), out=O[:, t + 1])
+            torch.tanh(mm(torch.cat([Actx[:, t], S[:, t + 1]], dim=1), W_u.t()), out=O[:, t + 1])
         ctx.P = P
         ctx.save_for_backward(S, ZR, St, RS, O, Actx, A, h, W_a, v_a, C, U_zr, U, W_u)
         return O[:, 1:]
@@ -243,19 +225,19 @@ class _CombinedOutputRecurrence(torch.autograd.Function):
         for t in reversed(range(Ty)):
             o = O[:, t + 1]
             torch.mul(dO[:, t] + g_o, 1 - o * o, out=DPRE[:, t])  # through o_t = tanh(W_u [a_t; s_t])
-            d_as = _mm(DPRE[:, t], W_u)
+            d_as = mm(DPRE[:, t], W_u)
             Ga[:, t], ds = d_as.split([Actx.size(2), n], dim=1)
             DQ[:, t] = _attend_backward(Ga[:, t], ctx.P[t], A[:, t], h, v, dkeys, dv)
-            g = _addmm_(g_s + ds, DQ[:, t], W_a)
+            g = addmm_(g_s + ds, DQ[:, t], W_a)
             g_s = _gru_backward(g, S[:, t], ZR[:, t], St[:, t], U_zr, U, dX[:, t])
             if C is not None:
-                g_o = _mm(dX[:, t], C)
+                g_o = mm(dX[:, t], C)
         S_new, S_prev = S[:, 1:].flatten(0, 1), S[:, :-1].flatten(0, 1)
-        dW_u = _mm(DPRE.flatten(0, 1).t(), torch.cat([Actx, S[:, 1:]], dim=2).flatten(0, 1), lp)
-        dW_a = _mm(DQ.flatten(0, 1).t(), S_new, lp)
-        dU_zr = _mm(dX[..., n:].flatten(0, 1).t(), S_prev, lp)
-        dU = _mm(dX[..., :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
-        dC = _mm(dX.flatten(0, 1).t(), O[:, :-1].flatten(0, 1), lp) if C is not None else None
+        dW_u = mm(DPRE.flatten(0, 1).t(), torch.cat([Actx, S[:, 1:]], dim=2).flatten(0, 1), lp)
+        dW_a = mm(DQ.flatten(0, 1).t(), S_new, lp)
+        dU_zr = mm(dX[..., n:].flatten(0, 1).t(), S_prev, lp)
+        dU = mm(dX[..., :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
+        dC = mm(dX.flatten(0, 1).t(), O[:, :-1].flatten(0, 1), lp) if C is not None else None
         dh = torch.bmm(A.transpose(1, 2), Ga)
         return dX, g_s, dh, dkeys, None, dW_a, dv.view_as(v_a), dC, dU_zr, dU, dW_u, None
 
@@ -288,7 +270,7 @@ class _EncoderGRU(torch.autograd.Function):
         W_h_t, b = W_h.transpose(1, 2), b_h.unsqueeze(1)  # (D, n, 3n), (D, 1, 3n)
         for t, rows in enumerate(active):
             h = OUT[:, :rows, t - 1] if t else XI.new_zeros(D, rows, n)  # the active rows were active at t − 1
-            g = _addmm(b, h, W_h_t)  # (D, rows, 3n)
+            g = addmm(b, h, W_h_t)  # (D, rows, 3n)
             a = XI[:, :rows, t]
             rz = torch.sigmoid(a[..., : 2 * n] + g[..., : 2 * n], out=RZ[:, :rows, t])
             Gn[:, :rows, t] = g[..., 2 * n :]
@@ -320,10 +302,10 @@ class _EncoderGRU(torch.autograd.Function):
             h_prev = OUT[:, :rows, t - 1] if t else torch.zeros_like(gh)
             torch.mul(gh * (h_prev - nt), z * (1 - z), out=dg[..., n : 2 * n])
             torch.mul(da_n, r, out=dg[..., 2 * n :])
-            dh = _addmm(gh * z, dg, W_h)  # ∂L/∂h_{t−1}
+            dh = addmm(gh * z, dg, W_h)  # ∂L/∂h_{t−1}
         dXI = torch.cat([dG[..., : 2 * n], DAN], dim=3)  # ∂L/∂[a_r; a_z; a_n]
         H_prev = torch.cat([OUT.new_zeros(D, B, 1, n), OUT[:, :, :-1]], dim=2)  # h_{t−1} per position
-        dW_h = _mm(dG.flatten(1, 2).transpose(1, 2), H_prev.flatten(1, 2), W_h.dtype)  # (D, 3n, n)
+        dW_h = mm(dG.flatten(1, 2).transpose(1, 2), H_prev.flatten(1, 2), W_h.dtype)  # (D, 3n, n)
         return dXI, dW_h, dG.sum((1, 2)), None, None, None
 
 
@@ -360,7 +342,7 @@ def encoder_gru(Ex: torch.Tensor, lengths: torch.Tensor | None, w: list[torch.Te
     b_h = torch.stack([w[4 * d + 3] for d in range(D)])  # (D, 3n)
     function = _EncoderGRU
     if triton_kernels.usable(Ex):  # on a GPU: each step's element-wise work one kernel each way (fused_gpu.py)
-        from rnnsearch.model.fused_gpu import EncoderKernels as function
+        function = EncoderKernels
     OUT, H = _apply(function, XI.view(D, B, T, 3 * n), W_h, b_h, active, sorted_len - 1)  # (D, B, T, n), (D, B, n)
     outputs = [OUT[0]] if D == 1 else [OUT[0], OUT[1].gather(1, rev.expand(-1, -1, n))]
     h = torch.cat(outputs, dim=2)  # (B, T, dirs·n), rows longest first

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from rnnsearch.model import triton_kernels as K
-from rnnsearch.model.fused import _mm
+from rnnsearch.model.products import mm
 
 
 class DeepOutputKernels(torch.autograd.Function):
@@ -96,12 +96,12 @@ class DeepOutputKernels(torch.autograd.Function):
             elif i + 1 < Ty:
                 G2 = dX_lp[:, n:] @ W_g
         g = G1 + G2.float()
-        dU_zr = _mm(dX[:, :-1, n:].flatten(0, 1).t(), S[:, :-1].flatten(0, 1), lp)
-        dU = _mm(dX[:, :-1, :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
+        dU_zr = mm(dX[:, :-1, n:].flatten(0, 1).t(), S[:, :-1].flatten(0, 1), lp)
+        dU = mm(dX[:, :-1, :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
         if not attn:
             return dX, g, None, None, None, None, None, None, dU_zr, dU, None
-        dC = _mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
-        dW_a = _mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
+        dC = mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
+        dW_a = mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
         dh = torch.bmm(A.transpose(1, 2), Gc)  # Σ_i α_ij ∂L/∂c_i
         return dX, g, dh, dkeys, None, dW_a, dvp.sum(0).view(1, -1), dC, dU_zr, dU, None
 
@@ -149,5 +149,5 @@ class EncoderKernels(torch.autograd.Function):
             DH1, DH2 = DH_out, torch.bmm(dG_lp, W_lp)  # (D, rows, n)
         dXI = torch.cat([dG[..., : 2 * n], DAN], dim=3)  # ∂L/∂[a_r; a_z; a_n]
         H_prev = torch.cat([OUT.new_zeros(D, B, 1, n), OUT[:, :, :-1]], dim=2)  # h_{t−1} per position
-        dW_h = _mm(dG.flatten(1, 2).transpose(1, 2), H_prev.flatten(1, 2), ctx.lp)  # (D, 3n, n)
+        dW_h = mm(dG.flatten(1, 2).transpose(1, 2), H_prev.flatten(1, 2), ctx.lp)  # (D, 3n, n)
         return dXI, dW_h, dG.sum((1, 2)), None, None, None

@@ -54,3 +54,10 @@ def check(cfg: dict) -> list[str]:
     if cfg["input_feeding"] and not cfg["combined_output"]:
         problems.append("input_feeding feeds o_{t-1} of the combined output: it needs combined_output: true")
     return problems
+
+
+def model_config(config: dict, name: str) -> dict:
+    """The resolved config of one model: its preset `arch`, the shared `model` sizes, then its own overrides
+    (sizes and ablation switches) from `models.<name>`."""
+    entry = config["models"][name]
+    return resolve(entry["arch"], {**config["model"], **entry}, entry)

@@ -1,5 +1,5 @@
 """Triton kernels for one step of the recurrences of App. A.2 on a GPU (`fused_gpu.py` runs them), and Adadelta's
-step (`training/adadelta.py`).
+step (`training/optimizers.py`).
 
 On a GPU the recurrence is bound by the number of kernels, not their work: the autograd-free loop of `fused.py`
 launches some 24 small kernels per target position forward and 36 backward (docs/benchmarks.md). Here each

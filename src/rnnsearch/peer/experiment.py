@@ -19,10 +19,12 @@ import logging
 import os
 import platform
 import subprocess
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import yaml
 
+from rnnsearch.settings import VocabConfig
 from rnnsearch.textio import (
     InputError,
     read_lines,
@@ -75,10 +77,35 @@ def check_peer_python(python: str) -> str:
     return p.stdout.strip()
 
 
-def run_peer(python: str, base_config: str, train_stats: str, train: str, dev: str, test: str, src: str, tgt: str,
-             vocab: tuple[int, int], beam: int, threads: int, seed: int, out_dir: str) -> dict:
-    """Train JoeyNMT for our model's training time, decode `test`; writes test.hyp(.tok) and stats.json."""
+@dataclass(frozen=True)
+class PeerData:
+    """peer.model's train_stats.json (its training time) and our tokenized text as prefixes (<prefix>.<lang>)."""
+
+    train_stats: str
+    train: str
+    dev: str
+    test: str
+
+
+@dataclass(frozen=True)
+class PeerSettings:
+    """Ours that the peer takes: the language pair, decode.beam, train.threads and the seed."""
+
+    src: str
+    tgt: str
+    beam: int
+    threads: int
+    seed: int
+
+
+def run_peer(peer: dict, data: PeerData, vocab: VocabConfig, settings: PeerSettings, out_dir: str) -> dict:
+    """Train JoeyNMT (`peer`: params.yaml's python and config) for our model's training time on our `data`,
+    decode its test set; writes test.hyp(.tok) and stats.json."""
     from rnnsearch.data.text import detokenize_lines
+
+    python, base_config, train_stats, train, dev, test = peer["python"], peer["config"], *astuple(data)
+    src, tgt, beam, threads, seed = astuple(settings)
+    vocab = (vocab.src_size, vocab.tgt_size)
 
     versions = check_peer_python(python)
     seconds = json.loads(Path(train_stats).read_text())["seconds"]
@@ -112,9 +139,12 @@ def run_peer(python: str, base_config: str, train_stats: str, train: str, dev: s
     return stats
 
 
-def run_compare(systems: list[tuple[str, str, str]], ref_raw: str, out_dir: str) -> dict:
-    """`systems`: (name, detokenized test.hyp, train/peer stats JSON). Writes comparison.json and comparison.md."""
+def run_compare(system: list[tuple[str, str, str]], ref: str, out_dir: str) -> dict:
+    """`system`: (name, detokenized test.hyp, train/peer stats JSON) of each system, `ref` the raw references.
+    Writes comparison.json and comparison.md."""
     from rnnsearch.evaluation.score import bleu_chrf, check_aligned
+
+    systems, ref_raw = system, ref
 
     refs = read_lines(ref_raw)
     rows = []

@@ -12,10 +12,12 @@ Files in the output folder: `checkpoint.pt` (the last state), `checkpoint-<updat
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import shutil
+import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -252,3 +254,16 @@ def keep_last(out: Path, update: int, keep: int) -> None:
     link(out / "checkpoint.pt", out / f"checkpoint-{update:09d}.pt")
     for old in sorted(out.glob("checkpoint-*.pt"))[:-keep]:
         old.unlink()
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGTERM (Slurm's time limit, preemption) and SIGINT set a flag that the loop checks after each update."""
+    flag: dict = {}
+    handler = lambda signum, frame: flag.setdefault("signal", signum)  # noqa: E731
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield flag
+    finally:
+        for sig, h in previous.items():
+            signal.signal(sig, h)

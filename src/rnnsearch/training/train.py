@@ -9,15 +9,13 @@ device, train NLL, dev NLL), the learning and validation curves as TSV, and dvcl
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
 import platform
 import random
-import signal
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -26,17 +24,19 @@ from rnnsearch.checkpoint import load_checkpoint, save_checkpoint, write_checkpo
 from rnnsearch.data.batching import Batch, PaperBatches
 from rnnsearch.data.binarized import training_pairs
 from rnnsearch.data.vocab import Vocab
-from rnnsearch.distributed import World, detect, process_device, process_group
+from rnnsearch.distributed import World, detect, process_device, process_group, started_as
 from rnnsearch.model import build_model
+from rnnsearch.model.presets import model_config
 from rnnsearch.runtime import git_commit, native_bf16_cpu, resolve_device
-from rnnsearch.settings import TrainConfig, learning_rate
+from rnnsearch.settings import TrainConfig, learning_rate, train_config
 from rnnsearch.textio import InputError, Interrupted, read_parallel, write_json_atomic
-from rnnsearch.training.adadelta import Adadelta
+from rnnsearch.training.optimizers import make_optimizer
 from rnnsearch.training.graphs import UpdateGraphs, graphs_wanted
 from rnnsearch.training.parallel_graphs import DataParallelGraphs
 from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
 from rnnsearch.training.scoring import batch_nll, validate  # noqa: F401 (batch_nll: imported from here too)
-from rnnsearch.training.state import TrainState, best_path, keep_last, link, prune_best, start_or_resume
+from rnnsearch.training.state import (TrainState, best_path, keep_last, link, prune_best, start_or_resume,
+                                      stop_on_signals)
 
 log = logging.getLogger("rnnsearch.train")
 
@@ -60,52 +60,53 @@ def encode_corpus(src_lines: list[str], tgt_lines: list[str], src_vocab: Vocab, 
     return ([src_vocab.encode(s.split()) for s in src_lines], [tgt_vocab.encode(t.split()) for t in tgt_lines])
 
 
-def make_optimizer(params, optimizer: str, lr: float, rho: float = 0.95, eps: float = 1e-6,
-                   capturable: bool = False) -> torch.optim.Optimizer:
-    """Adadelta (the paper's, ρ, ε) or Adam (fused: a kernel per tensor); `capturable`: for a CUDA graph's replay."""
-    if optimizer == "adadelta":
-        return Adadelta(params, lr=lr, rho=rho, eps=eps, capturable=capturable)  # torch's; on a GPU one kernel
-    return torch.optim.Adam(params, lr=lr, fused=True, capturable=capturable)
+@dataclass(frozen=True)
+class TrainFiles:
+    """A training's text: the ≤N training pairs (`binarized`: the prefix of the binarize stage's files of them,
+    memory-mapped; without it the text is read and encoded in memory), the dev set and the two shortlists."""
+
+    src_train: str
+    tgt_train: str
+    src_dev: str
+    tgt_dev: str
+    src_vocab: str
+    tgt_vocab: str
+    binarized: str | None = None
 
 
-@contextlib.contextmanager
-def _stop_on_signals():
-    """SIGTERM (Slurm's time limit, preemption) and SIGINT set a flag that the loop checks after each update."""
-    flag: dict = {}
-    handler = lambda signum, frame: flag.setdefault("signal", signum)  # noqa: E731
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield flag
-    finally:
-        for sig, h in previous.items():
-            signal.signal(sig, h)
+def run_train(model: str, replicate: int, files: TrainFiles, out_dir: str, config: dict,
+              continue_from: str | None = None) -> dict:
+    """Stage 5: replicate r of `models.<model>` (seed `seed` + r − 1), from `config`, the params keys the stage
+    reads; `continue_from`: for a model that `continues` another, that model's final checkpoint.pt."""
+    started_as("train.processes", config["train"]["processes"], "train")
+    parent = config["models"][model].get("continues")
+    if (parent is None) != (continue_from is None):
+        raise InputError(f"--continue-from {continue_from} given, but models.{model} continues no model"
+                         if parent is None else f"models.{model} continues {parent}: give --continue-from, the "
+                         f"final checkpoint.pt of {parent}'s replicate {replicate}")
+    text = {"src_lang": config["data"]["src"], "tgt_lang": config["data"]["tgt"], "unicode": config["data"]["unicode"],
+            "normalize_punctuation": config["tokenize"]["normalize_punctuation"]}
+    return train(model, model_config(config, model), train_config(config, model),
+                 config["seed"] + replicate - 1, files, out_dir, text, (parent, continue_from) if parent else None)
 
 
-def run_train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, src_train: str, tgt_train: str,
-              src_dev: str, tgt_dev: str, src_vocab_path: str, tgt_vocab_path: str, out_dir: str,
-              text: dict | None = None, binarized: str | None = None, continues: tuple[str, str] | None = None
-              ) -> dict:
-    """Train `name` with its resolved model config; everything goes under `out_dir`.
-
-    Every `checkpoint_every` updates, and on SIGTERM/SIGINT, the whole state goes to `checkpoint.pt` (the last
-    `keep_checkpoints` of them also stay as checkpoint-<update>.pt); running the same training again continues
-    from there and ends with the same parameters as an uninterrupted run. Every `validate_every` updates and at
-    the end, the dev set is scored; the best state by dev BLEU is kept (best-<update>.pt) and becomes `model.pt`.
-    With `patience` > 0, training stops after that many validations without a better dev BLEU. `text` (the
-    language pair, Unicode form and punctuation setting of the training text) goes into every checkpoint, for
-    translating a user's sentences the way the training text was prepared. `binarized`: the prefix of the binarize
-    stage's files of this training text (memory-mapped; without it the text is read and encoded in memory).
-    `continues` (model, its final checkpoint.pt): start from that finished training's state instead of afresh
-    (training/state.py: continue_from), the paper's RNNsearch-50*; its updates count on from the parent's.
-    Started by torchrun or srun as N processes (`rnnsearch.distributed`), it trains data-parallel: the same
-    updates on the same global minibatches, each process computing the gradient of its share.
-    """
+def train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, files: TrainFiles, out_dir: str,
+          text: dict | None = None, continues: tuple[str, str] | None = None) -> dict:
+    """Train `name` with its resolved model config; everything goes under `out_dir`. Every `checkpoint_every`
+    updates, and on SIGTERM/SIGINT, the whole state goes to `checkpoint.pt` (the last `keep_checkpoints` of them
+    also stay as checkpoint-<update>.pt); running the same training again continues from there and ends with the
+    same parameters as an uninterrupted run. Every `validate_every` updates and at the end, the dev set is scored;
+    the best state by dev BLEU is kept (best-<update>.pt) and becomes `model.pt`. With `patience` > 0, training
+    stops after that many validations without a better dev BLEU. `text` (the language pair, Unicode form and
+    punctuation setting of the training text) goes into every checkpoint, for translating a user's sentences the
+    way the training text was prepared. `continues` (model, its final checkpoint.pt): start from that finished
+    training's state (training/state.py: continue_from), the paper's RNNsearch-50*; its updates count on from the
+    parent's. Started by torchrun or srun as N processes (`rnnsearch.distributed`), it trains data-parallel: the
+    same updates on the same global minibatches, each process computing the gradient of its share."""
     world = detect()
     device = process_device(resolve_device(train_cfg.device, "train.device"), world)
-    with _stop_on_signals() as stop, process_group(world, device):  # a SIGTERM while the data loads: update 1
-        training = Training(name, model_cfg, train_cfg, seed, (src_train, tgt_train), (src_dev, tgt_dev),
-                            (src_vocab_path, tgt_vocab_path), Path(out_dir), world, device, text, binarized,
-                            continues)
+    with stop_on_signals() as stop, process_group(world, device):  # a SIGTERM while the data loads: update 1
+        training = Training(name, model_cfg, train_cfg, seed, files, Path(out_dir), world, device, text, continues)
         training.loop(stop)
         return training.finish()
 
@@ -114,9 +115,8 @@ class Training:
     """One process's part of a training: the model, its optimizer, the data, and the `TrainState`. Of several
     data-parallel processes, only the leader (rank 0) validates and writes files."""
 
-    def __init__(self, name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, train: tuple[str, str],
-                 dev: tuple[str, str], vocab_paths: tuple[str, str], out: Path, world: World = World(),
-                 device: torch.device | None = None, text: dict | None = None, binarized: str | None = None,
+    def __init__(self, name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, files: TrainFiles, out: Path,
+                 world: World = World(), device: torch.device | None = None, text: dict | None = None,
                  continues: tuple[str, str] | None = None):
         self.name, self.cfg, self.out, self.world = name, train_cfg, out, world
         seed_everything(seed)  # the same on every process: the same initial weights and minibatches
@@ -126,9 +126,11 @@ class Training:
         if self.bf16 and device.type == "cpu" and not native_bf16_cpu() and world.leader:
             log.warning("precision bf16: this CPU has no bf16 matrix instructions (AVX512-BF16 or AMX), so its bf16 "
                         "products are emulated and training will be slower than in fp32")
+        vocab_paths = files.src_vocab, files.tgt_vocab
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab = Vocab.load(vocab_paths[0]), Vocab.load(vocab_paths[1])
-        self.pairs = training_pairs(train, (src_vocab, tgt_vocab), vocab_paths, binarized)
-        self.dev_lines = read_parallel(*dev)
+        self.pairs = training_pairs((files.src_train, files.tgt_train), (src_vocab, tgt_vocab), vocab_paths,
+                                    files.binarized)
+        self.dev_lines = read_parallel(files.src_dev, files.tgt_dev)
         self.dev_src, self.dev_tgt = encode_corpus(*self.dev_lines, src_vocab, tgt_vocab)
         scale = world.size if train_cfg.scale_batch else 1  # the global minibatch: batch_size, or per process
         batch_size, batch_tokens = train_cfg.batch_size * scale, train_cfg.batch_tokens * scale

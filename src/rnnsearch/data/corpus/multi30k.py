@@ -52,22 +52,22 @@ def files(test: str, src: str, tgt: str) -> list[str]:
     return [f"{name}.{lang}" for name in split_names(test).values() for lang in (src, tgt)]
 
 
-def fetch(name: str, out: str | Path, url: str = URL) -> Path:
-    """Download `<url>/<name>.gz` and decompress it to `out`, checked against the recorded sha256."""
-    if name not in TEXT_SHA256:
-        raise InputError(f"{name}: not a Multi30k task-1 file with a recorded checksum "
+def fetch(file: str, out: str | Path, url: str = URL) -> Path:
+    """Download `<url>/<file>.gz` and decompress it to `out`, checked against the recorded sha256."""
+    if file not in TEXT_SHA256:
+        raise InputError(f"{file}: not a Multi30k task-1 file with a recorded checksum "
                          f"({', '.join(sorted(TEXT_SHA256))})")
     out = Path(out)
     gz = out.with_name(out.name + ".gz")
-    remote = Remote(f"{url.rstrip('/')}/{name}.gz")
+    remote = Remote(f"{url.rstrip('/')}/{file}.gz")
     download(remote, gz)
     try:
-        gunzip(gz, out, TEXT_SHA256[name])
+        gunzip(gz, out, TEXT_SHA256[file])
     except InputError as e:
         gz.unlink(missing_ok=True)
         raise DownloadError(f"{remote.url}: {e}; the download was deleted, run again to fetch it afresh") from None
     gz.unlink()
-    log.info("%s: decompressed text sha256 %s matches", out, TEXT_SHA256[name])
+    log.info("%s: decompressed text sha256 %s matches", out, TEXT_SHA256[file])
     return out
 
 

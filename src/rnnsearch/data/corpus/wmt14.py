@@ -90,9 +90,9 @@ def remote(name: str, records: dict, lium_url: str, statmt_url: str) -> Remote:
     return Remote(f"{base.rstrip('/')}/{r['url']}", size=r.get("size"), sha256=r.get("sha256"), md5=r.get("md5"))
 
 
-def fetch_archive(name: str, out: str | Path, records_path: str | Path, lium_url: str, statmt_url: str) -> Path:
+def fetch_archive(name: str, out: str | Path, records: str | Path, lium_url: str, statmt_url: str) -> Path:
     """Download one archive (resuming, retrying) and check it against its record before renaming it into place."""
-    rem = remote(name, load_records(records_path), lium_url, statmt_url)
+    rem = remote(name, load_records(records), lium_url, statmt_url)
     if not (rem.size or rem.sha256 or rem.md5):
         log.warning("%s: nothing is recorded for this archive (no published size or checksum): downloaded unchecked; "
                     "its extracted text is checked where a record exists", rem.url)

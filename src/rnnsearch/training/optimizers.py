@@ -1,4 +1,5 @@
-"""Adadelta (App. B.2: ρ = 0.95, ε = 10⁻⁶) as torch.optim.Adadelta, with its step on a GPU one Triton kernel per
+"""The optimizers: `make_optimizer` (the paper's Adadelta or Adam). Adadelta (App. B.2: ρ = 0.95, ε = 10⁻⁶) as
+torch.optim.Adadelta, with its step on a GPU one Triton kernel per
 parameter (`triton_kernels.adadelta_step`).
 
 torch's Adadelta runs each of its eight element-wise operations over all parameters in turn (foreach kernels):
@@ -44,3 +45,11 @@ class Adadelta(torch.optim.Adadelta):
             if isinstance(lr, torch.Tensor) and lr.device != p.device:
                 return False
         return True
+
+
+def make_optimizer(params, optimizer: str, lr: float, rho: float = 0.95, eps: float = 1e-6,
+                   capturable: bool = False) -> torch.optim.Optimizer:
+    """Adadelta (the paper's, ρ, ε) or Adam (fused: a kernel per tensor); `capturable`: for a CUDA graph's replay."""
+    if optimizer == "adadelta":
+        return Adadelta(params, lr=lr, rho=rho, eps=eps, capturable=capturable)  # torch's; on a GPU one kernel
+    return torch.optim.Adam(params, lr=lr, fused=True, capturable=capturable)
