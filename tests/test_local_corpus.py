@@ -60,7 +60,7 @@ def test_the_corpus_stage_reads_local_files_from_params(files, tmp_path):
                  str(tmp_path / "raw")]) == 0
     assert (tmp_path / "raw/test.fr").read_text().count("\n") == 4
     bad = cfg.merge(cfg.load_yaml(REPO / "params.yaml"), {"data": {"source": "local"}, "aer": {"gold": "none"}})
-    with pytest.raises(cfg.ConfigError, match=r"'data.local': data.source is 'local' but no files are given"):
+    with pytest.raises(cfg.ConfigError, match=r"'data.local': data.source is 'local' but no data.local is given \(train, dev, test\)"):
         cfg.validate(bad)
     with pytest.raises(cfg.ConfigError, match=r"'aer.gold': 'synthetic' links exist only for data.source: synthetic"):
         cfg.validate(cfg.merge(bad, {"data": {"local": local(files)}, "aer": {"gold": "synthetic"}}))

@@ -178,9 +178,9 @@ def test_every_preset_builds_trains_and_decodes(arch):
         losses.append(loss.item())
     assert losses[-1] < losses[0]
     model.eval()
-    hyps = beam_search(model, batch.x, batch.lengths, beam=3)
+    hyps = beam_search(model, batch.x, batch.lengths, 3, 1.5, 10)
     assert [len(h) for h in hyps] == [1] * 4 and all(h[0].tokens for h in hyps)
-    assert all(len(h.tokens) >= 1 for h in greedy(model, batch.x, batch.lengths))
+    assert all(len(h.tokens) >= 1 for h in greedy(model, batch.x, batch.lengths, 1.5, 10))
 
 
 @pytest.mark.slow
@@ -200,7 +200,7 @@ def test_a_tiny_model_overfits_twenty_pairs(arch):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
     assert loss.item() < 0.05, f"per-word NLL after 300 updates: {loss.item():.3f}"
-    hyps = greedy(model.eval(), batch.x, batch.lengths)
+    hyps = greedy(model.eval(), batch.x, batch.lengths, 1.5, 10)
     assert [h.tokens for h in hyps] == tgt  # it reproduces every training target
 
 

@@ -48,10 +48,11 @@ def test_a_stage_reads_only_what_it_declares(tiny_config):
     from rnnsearch import config as cfg
 
     p = cfg.stage_params(tiny_config, "train", "rnnsearch-50")
-    assert set(p) == {"seed", "model", "train", "models.rnnsearch-50", "data.src", "data.tgt", "data.unicode",
-                      "tokenize.normalize_punctuation"}
+    assert set(p) == {"seed", "model", "train", "models.rnnsearch-50", "decode.max_len_a", "decode.max_len_b",
+                      "data.src", "data.tgt", "data.unicode", "tokenize.normalize_punctuation"}
     nested = p.nested()
-    assert nested["models"] == {"rnnsearch-50": tiny_config["models"]["rnnsearch-50"]} and "decode" not in nested
+    assert nested["models"] == {"rnnsearch-50": tiny_config["models"]["rnnsearch-50"]}
+    assert nested["decode"] == {k: tiny_config["decode"][k] for k in ("max_len_a", "max_len_b")}  # and no other
 
 
 STAGE_NAMES = sorted({s.name for s in stages.STAGES} - TOOLS)

@@ -34,8 +34,8 @@ def sequence_logprob(model, x, lengths, tokens):
 def test_beam_one_equals_greedy(arch):
     model = tiny(arch)
     _, x, lengths = inputs()
-    g = greedy(model, x, lengths)
-    b = beam_search(model, x, lengths, beam=1, length_norm=False)
+    g = greedy(model, x, lengths, 1.5, 10)
+    b = beam_search(model, x, lengths, 1, 1.5, 10, length_norm=False)
     for hg, hb in zip(g, b):
         assert hg.tokens == hb[0].tokens
         assert hg.score == pytest.approx(hb[0].score, abs=1e-5)
@@ -73,7 +73,7 @@ def test_batched_beam_search_equals_the_plain_reference(arch):
     model = tiny(arch, seed=3)
     _, x, lengths = inputs(1)
     for k in (1, 2, 3, 4, 8):
-        best = beam_search(model, x, lengths, beam=k, length_norm=False)
+        best = beam_search(model, x, lengths, k, 1.5, 10, length_norm=False)
         for i in range(x.size(0)):
             h = best[i][0]
             xi, li = x[i : i + 1, : lengths[i]], lengths[i : i + 1]

@@ -168,7 +168,7 @@ def test_the_rules_take_both_selections_from_download_to_the_data_report(mirror,
     mirror.server.drop[first] = (len(mirror.server.files[first]) // 3, 1)  # the first answer stops after a third
     dry = snakemake(ws, "all", "-n")
     assert dry.returncode == 0, dry.stderr[-3000:]
-    for job in ("download_archive", "extract", "corpus", "shard", "tokenize_shard", "clean", "gather", "filter",
+    for job in ("download", "extract", "corpus", "shard", "tokenize_shard", "clean", "gather", "filter",
                 "count", "vocab", "train", "translate", "data_report"):
         assert f"rule {job}:" in dry.stdout, job
     p = snakemake(ws, "results/data/report.md")
@@ -272,10 +272,10 @@ def test_a_test_set_whose_text_is_not_the_recorded_one_is_refused(mirror, tmp_pa
 def test_the_download_stage_through_the_cli(mirror, tmp_path):
     overlay = tmp_path / "o.yaml"
     overlay.write_text(yaml.safe_dump({"data": {"source": "wmt14", "wmt14": mirror.params}, "aer": {"gold": "none"}}))
-    assert main(["download-archive", "--params", str(REPO / "params.yaml"), "--params", str(overlay), "--name",
+    assert main(["download", "--params", str(REPO / "params.yaml"), "--params", str(overlay), "--file",
                  "dev+test.tgz", "--out", str(tmp_path / "dev+test.tgz")]) == 0
     assert (tmp_path / "dev+test.tgz").read_bytes() == mirror.server.files["/lium/dev+test.tgz"]
-    assert main(["download-archive", "--params", str(REPO / "params.yaml"), "--params", str(overlay), "--name",
+    assert main(["download", "--params", str(REPO / "params.yaml"), "--params", str(overlay), "--file",
                  "nonsense.tgz", "--out", str(tmp_path / "n")]) != 0
 
 

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from rnnsearch.data.corpus import SOURCES
 from rnnsearch.model.presets import model_config  # noqa: F401 (config.model_config: the resolved model)
 from rnnsearch.settings import MODEL_TRAIN_KEYS, TrainConfig, train_config, typed  # noqa: F401
 from rnnsearch.textio import InputError
@@ -158,9 +159,14 @@ def _key(path: Iterable[Any]) -> str:
 
 
 def _schema() -> dict:
+    """workflow/schemas/params.schema.yaml with each data source's section (`data.<name>`, from its record)."""
     if not SCHEMA_PATH.exists():
         raise ConfigError(f"{SCHEMA_PATH}: schema not found (rnnsearch must run from its repository checkout)")
-    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema = yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+    data = schema["properties"]["data"]
+    data["properties"].update({name: s.section for name, s in SOURCES.items() if s.section})
+    data["properties"]["source"]["enum"] = list(SOURCES)
+    return schema
 
 
 def validate(config: dict, source: str = "params.yaml") -> None:
@@ -274,28 +280,14 @@ def ancestors(config: dict, model: str) -> list[str]:
 
 
 def _data_checks(data: dict) -> list[str]:
-    """The language pair against the source that provides it, and a local source's files."""
-    pair, source = (data["src"], data["tgt"]), data["source"]
-    where = f"got {pair[0]}-{pair[1]}"
+    """Two languages; the chosen source's section, and its own checks (rnnsearch.data.corpus.SOURCES)."""
+    pair, source = (data["src"], data["tgt"]), SOURCES[data["source"]]
     if pair[0] == pair[1]:
         return [f"'data.src', 'data.tgt': both are {pair[0]!r}; expected the source and the target language, two codes"]
-    if source == "synthetic" and pair != ("en", "fr"):
-        return [f"'data.src', 'data.tgt': data.source synthetic generates English-like to French-like text, en-fr "
-                f"only, {where} (data.source local takes your own languages)"]
-    if source == "local" and "local" not in data:
-        return ["'data.local': data.source is 'local' but no files are given (data.local: {train, dev, test})"]
-    if source == "multi30k":
-        from rnnsearch.data.corpus.multi30k import LANGS
-
-        if not set(pair) <= set(LANGS):
-            return [f"'data.src', 'data.tgt': data.source multi30k has checksums recorded for {' and '.join(LANGS)} "
-                    f"only, {where}"]
-    if source == "wmt14":
-        from rnnsearch.data.corpus.wmt14 import LANGS
-
-        if set(pair) != set(LANGS):
-            return [f"'data.src', 'data.tgt': data.source wmt14 is English-French (en-fr or fr-en), {where}"]
-    return []
+    if source.section and source.name not in data:
+        keys = ", ".join(source.section["properties"])
+        return [f"'data.{source.name}': data.source is '{source.name}' but no data.{source.name} is given ({keys})"]
+    return source.check(data)
 
 
 def lookup(config: dict, dotted: str) -> Any:
@@ -317,7 +309,7 @@ def declared_keys(config: dict, stage: str, model: str | None = None) -> list[st
     models that one continues (their budgets are the start of its training)."""
     from rnnsearch.stages import BY_NAME
 
-    keys = BY_NAME[stage].keys_for(model)
+    keys = BY_NAME[stage].keys_for(model, config["data"]["source"])
     if model is not None and f"models.{model}" in keys:
         keys += [f"models.{m}" for m in ancestors(config, model)]
     return keys

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 @dataclass(frozen=True)
 class TrainConfig:
     """`train:` of params.yaml with a model's own `max_updates`, `patience` and `precision` (App. B.2; the schema documents
-    each key)."""
+    each key), and decode's output limit for validation."""
 
     optimizer: str
     lr: float
@@ -33,6 +33,8 @@ class TrainConfig:
     precision: str
     threads: int
     cuda_graphs: str | bool
+    max_len_a: float  # decode.max_len_a and max_len_b: the output limit a × source length + b of validation
+    max_len_b: int
 
 
 def last_full_lr_update(max_updates: int, lr_decay: float) -> float:
@@ -86,9 +88,11 @@ MODEL_TRAIN_KEYS = ("max_updates", "patience", "precision")  # train.* keys a mo
 
 
 def train_config(config: dict, name: str) -> TrainConfig:
-    """`train:` with the model's own `max_updates`, `patience` and `precision` (MODEL_TRAIN_KEYS)."""
+    """`train:` with the model's own `max_updates`, `patience` and `precision` (MODEL_TRAIN_KEYS), and the output
+    limit of `decode:`, which validation decodes with."""
     entry = config["models"][name]
-    return typed(TrainConfig, {**config["train"], **{k: entry[k] for k in MODEL_TRAIN_KEYS if k in entry}})
+    return typed(TrainConfig, {**config["train"], **{k: entry[k] for k in MODEL_TRAIN_KEYS if k in entry},
+                               "max_len_a": config["decode"]["max_len_a"], "max_len_b": config["decode"]["max_len_b"]})
 
 
 def typed(cls, values: dict):

@@ -48,7 +48,7 @@ def required(helps: dict[str, str], **kw) -> tuple[Arg, ...]:
 @dataclass(frozen=True)
 class Stage:
     """`settings` maps a parameter of the function to the params key it takes (dotted, `{model}` filled in from
-    --model), or to a tuple of keys: then the parameter takes all the stage reads as one nested mapping
+    --model, `{source}` from data.source), or to a tuple of keys: then the parameter takes all the stage reads as one nested mapping
     (`Params.nested`; with the entries of the models its model continues, rnnsearch.config.declared_keys)."""
 
     name: str
@@ -79,8 +79,9 @@ class Stage:
             out += [key] if isinstance(key, str) else list(key)
         return tuple(dict.fromkeys(out))
 
-    def keys_for(self, model: str | None = None) -> list[str]:
-        return [k.format(model=model) for k in self.keys]
+    def keys_for(self, model: str | None = None, source: str | None = None) -> list[str]:
+        """The keys with `{model}` (--model) and `{source}` (data.source) filled in."""
+        return [k.format(model=model, source=source) for k in self.keys]
 
     def bind(self, fn: Callable, args: argparse.Namespace, p: "Params") -> tuple[dict[str, Any], set[str]]:
         """The keyword arguments of `fn` for this command line and these params, and the names they used (the
@@ -95,7 +96,7 @@ class Stage:
             if name in self.settings:
                 key = self.settings[name]
                 if isinstance(key, str):
-                    return p.get(key.format(model=model), _MISSING)
+                    return p.get(key.format(model=model, source=p.get("data.source")), _MISSING)
                 return p.nested()
             return getattr(args, name, _MISSING)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from rnnsearch.bench.stages import BENCH_STAGES
 from rnnsearch.closure import PACKAGE, REPO, import_closure
+from rnnsearch.decoding.user import UserOptions
 from rnnsearch.stage import Arg, Params, Stage, arg, at_least, name_value, required
 from rnnsearch.textio import EXIT_INTERRUPTED
 
@@ -29,17 +30,12 @@ _USER = "translating your own sentences (no --out-dir): "
 
 STAGES: tuple[Stage, ...] = (
     # 0-4: data (rnnsearch.data)
-    Stage("download", "0. fetch one file of a downloaded source (resumed, retried, checked against recorded "
-          "checksums)", "rnnsearch.data.corpus.multi30k:fetch",
-          (arg("--file", required=True, help="e.g. train.en (data.source multi30k)"),
+    Stage("download", "0. fetch one file of the downloaded data.source (resumed, retried, checked against what "
+          "the source records)", "rnnsearch.data.corpus:fetch",
+          (arg("--file", required=True, help="e.g. train.en (multi30k), dev.tgz (wmt14: an archive of "
+                                             "workflow/resources/wmt14.yaml)"),
            arg("--out", required=True, help="where the file goes (written atomically)")),
-          settings={"url": "data.multi30k.url"}),
-    Stage("download-archive", "0. fetch one WMT'14 archive (resumed, retried, checked against "
-          "workflow/resources/wmt14.yaml)", "rnnsearch.data.corpus.wmt14:fetch_archive",
-          (arg("--name", required=True, help="an archive of workflow/resources/wmt14.yaml, e.g. dev.tgz"),
-           arg("--out", required=True, help="where the archive goes (written atomically)")),
-          settings={"lium_url": "data.wmt14.lium_url", "statmt_url": "data.wmt14.statmt_url",
-                    "records": "data.wmt14.records"}),
+          settings={"source": "data.source", "section": "data.{source}"}),
     Stage("extract", "0. extract the members the corpus needs from one WMT'14 archive (tarfile's data filter)",
           "rnnsearch.data.corpus.wmt14:extract_archive",
           required({"--name": "the archive's name in workflow/resources/wmt14.yaml", "--archive": "the archive file",
@@ -47,8 +43,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("corpus", "1. the raw train/dev/test text: generated (synthetic), copied (local) or from the downloads",
           "rnnsearch.data.corpus:run_corpus",
           (arg("--out-dir", required=True, help="the folder of the raw text (train, dev, test per language)"),
-           arg("--downloads", help="the folder of the downloaded files (data.source multi30k)"),
-           arg("--extracted", help="the folder of the extracted archives (data.source wmt14)")),
+           arg("--fetched", help="a downloaded source: the folder of its downloads (or of the archives "
+                                 "extracted from them)")),
           settings={"seed": "seed", "data": "data"}),
     Stage("shard", "2. cut the raw training text into shards (scatter)", "rnnsearch.data.prepare:run_shard",
           (*required({"--src": "the raw training source", "--tgt": "the raw training target"}),
@@ -118,8 +114,9 @@ STAGES: tuple[Stage, ...] = (
            arg("--attempt", type=at_least(1), default=1, job=True,
                help="Snakemake's attempt of this job: from 2 on, a job whose last attempt failed with another "
                     f"status than {EXIT_INTERRUPTED} (stopped, resumable) stops at once with status 2")),
-          settings={"config": ("seed", "model", "train", "models.{model}", "data.src", "data.tgt", "data.unicode",
-                               "tokenize.normalize_punctuation")}, runs_model=True, job_log=True),
+          settings={"config": ("seed", "model", "train", "models.{model}", "decode.max_len_a", "decode.max_len_b",
+                               "data.src", "data.tgt", "data.unicode", "tokenize.normalize_punctuation")},
+          runs_model=True, job_log=True),
     # 6: decoding (rnnsearch.decoding)
     Stage("translate", "6. beam-search the test set (All, and No-UNK with [UNK] forbidden) with params.yaml's "
           "decode settings; without --out-dir: translate your own raw sentences from --input or stdin to stdout",
@@ -129,16 +126,17 @@ STAGES: tuple[Stage, ...] = (
            arg("--out-dir", help="pipeline stage: the folder of the translations, attention and statistics"),
            arg("--input", default="-", help=_USER + "raw text, one sentence per line ('-': stdin)"),
            arg("--output", help=_USER + "write the translations to this file (atomically) instead of stdout"),
-           arg("--beam", type=at_least(1), default=12, help=_USER + "beam width (1: greedy)"),
-           arg("--max-len-a", type=at_least(0.0, float), default=1.5,
+           arg("--beam", type=at_least(1), default=UserOptions.beam, help=_USER + "beam width (1: greedy)"),
+           arg("--max-len-a", type=at_least(0.0, float), default=UserOptions.max_len_a,
                help=_USER + "output limit a × source length + b: a"),
-           arg("--max-len-b", type=at_least(0), default=10, help=_USER + "output limit a × source length + b: b"),
+           arg("--max-len-b", type=at_least(0), default=UserOptions.max_len_b,
+               help=_USER + "output limit a × source length + b: b"),
            arg("--no-length-norm", dest="length_norm", action="store_false",
                help=_USER + "rank finished translations by log-probability, not per word"),
-           arg("--max-src-len", type=at_least(1), default=150, metavar="N",
+           arg("--max-src-len", type=at_least(1), default=UserOptions.max_src_len, metavar="N",
                help=_USER + "split longer lines (in tokens) at sentence punctuation and translate them piece by "
                             "piece"),
-           arg("--n-best", type=at_least(1), default=1, metavar="N",
+           arg("--n-best", type=at_least(1), default=UserOptions.n_best, metavar="N",
                help=_USER + "print the N best translations per sentence as 'sentence ||| translation ||| log-prob "
                             "||| log-prob per token' (sentences numbered from 0, as Moses does)"),
            arg("--src-lang", help=_USER + "the source language's code for the tokenizer (default: the "

@@ -8,6 +8,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from rnnsearch import config as rcfg
+from rnnsearch.data.corpus import SOURCES
 from rnnsearch.data.binarized import paths as binarized_paths
 from rnnsearch.stages import stage_code as stage_files
 
@@ -58,7 +59,7 @@ wildcard_constraints:
     maxlen=r"\d+",
     split="train|dev|test",
     lang=f"{SRC}|{TGT}",
-    file=r"[\w.]+",
+    file=r"[\w.+-]+",
     testset=r"[A-Za-z0-9_-]+",
     archive=r"[\w.+-]+",
 
@@ -169,30 +170,15 @@ def launcher(kind):
     return launch
 
 
-def multi30k_files():
-    from rnnsearch.data.corpus.multi30k import files
-
-    return files(config["data"]["multi30k"]["test"], SRC, TGT)
-
-
 # Under Slurm, the jobs that stream the whole training text at once (extraction, corpus, shard, gather, filter,
 # binarize, vocab, data report) get this time limit instead of the profile's 20 minutes: WMT'14 is 850M words.
 LONG_JOB_MINUTES = 240
 
 
-def corpus_flags():
-    """Where the corpus stage finds what a downloaded source fetched."""
-    return {"multi30k": " --downloads results/data/download/multi30k",
-            "wmt14": " --extracted results/data/extract/wmt14"}.get(config["data"]["source"], "")
-
-
-def wmt14_archives():
-    """The archives data.source wmt14 downloads (none for other sources)."""
-    if config["data"]["source"] != "wmt14":
-        return []
-    from rnnsearch.data.corpus.wmt14 import archives
-
-    return archives(config["data"]["wmt14"]["selection"])
+# data.source's record (rnnsearch.data.corpus.SOURCES): what it downloads, where stage 1 reads it (the
+# downloads, or the folders extracted from them), what else it reads and writes.
+SOURCE = SOURCES[config["data"]["source"]]
+FETCHED = f"results/data/{'extract' if SOURCE.extracted else 'download'}/{SOURCE.name}"
 
 
 # vocab.kind: sentencepiece keeps each language's SentencePiece model beside its vocabulary TSV.
@@ -201,7 +187,7 @@ SPM_FILES = (
 )
 
 # The LIUM bitexts come Moses-tokenized: their tokenize jobs only undo Moses' XML escapes.
-PRETOKENIZED_TRAIN = config["data"]["source"] == "wmt14" and config["data"]["wmt14"]["selection"] == "lium"
+PRETOKENIZED_TRAIN = SOURCE.pretokenized(config["data"])
 
 
 def each_replicate(pattern):

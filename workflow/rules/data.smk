@@ -2,16 +2,14 @@
 # The training text is cut into prepare.shards shards (scatter), tokenized and cleaned shard by shard (one job
 # each, so a cluster does 850M words in parallel), and gathered back in order.
 
-WMT14_ARCHIVES = wmt14_archives()
-
-
 scattergather:
     shard=config["prepare"]["shards"],
 
 
 rule download:
+    """One file of a downloaded data.source (its record's `downloads`)."""
     output:
-        "results/data/download/multi30k/{file}",
+        f"results/data/download/{SOURCE.name}/{{file}}",
     params:
         stage=stage_params("download"),
     localrule: True  # cluster compute nodes often have no internet access; the login node fetches
@@ -19,27 +17,13 @@ rule download:
     conda:
         "../../envs/rnnsearch.yaml"
     log:
-        "results/logs/download/multi30k/{file}.log",
+        f"results/logs/download/{SOURCE.name}/{{file}}.log",
     shell:
         "rnnsearch download --file {wildcards.file} --out {output} --log {log}"
 
 
-rule download_archive:
-    output:
-        "results/data/download/wmt14/{archive}",
-    params:
-        stage=stage_params("download-archive"),
-    localrule: True
-    retries: 2
-    conda:
-        "../../envs/rnnsearch.yaml"
-    log:
-        "results/logs/download/wmt14/{archive}.log",
-    shell:
-        "rnnsearch download-archive --name {wildcards.archive} --out {output} --log {log}"
-
-
 rule extract:
+    """The members stage 1 needs of one WMT'14 archive (a source whose record says `extracted`)."""
     input:
         archive="results/data/download/wmt14/{archive}",
         code=stage_code("extract"),
@@ -57,21 +41,16 @@ rule extract:
 
 rule corpus:
     input:
-        local=[f"{config['data']['local'][s]}.{lang}" for s in ("train", "dev", "test") for lang in (SRC, TGT)]
-        if config["data"]["source"] == "local"
-        else [],
-        downloads=[f"results/data/download/multi30k/{f}" for f in multi30k_files()]
-        if config["data"]["source"] == "multi30k"
-        else [],
-        extracted=expand("results/data/extract/wmt14/{archive}", archive=WMT14_ARCHIVES),
+        given=SOURCE.inputs(config["data"]),  # data.local's files
+        fetched=[f"{FETCHED}/{f}" for f in SOURCE.downloads(config["data"])],
         code=stage_code("corpus"),
     output:
         expand("results/data/raw/{split}.{lang}", split=["train", "dev", "test"], lang=[SRC, TGT]),
         "results/data/raw/corpus.json",  # every source: switching data.source reruns the corpus by its params
-        *(["results/data/raw/test.align"] if config["data"]["source"] == "synthetic" else []),
+        *(["results/data/raw/test.align"] if SOURCE.gold_links else []),
     params:
         stage=stage_params("corpus"),
-        flags=corpus_flags(),
+        flags=f" --fetched {FETCHED}" if SOURCE.fetch else "",
     resources:
         runtime=LONG_JOB_MINUTES,  # one job over the whole corpus (WMT'14: 850M words)
     conda:

@@ -20,6 +20,8 @@ the code executes: `tests/test_flops.py` checks it against torch's own FLOP coun
 
 from __future__ import annotations
 
+from rnnsearch.model.attention import VARIANTS
+
 
 def forward_flops(cfg: dict, K: int, S: int, T: int) -> int:
     """Matrix-product FLOPs of the teacher-forced forward pass of one sentence pair (S, T include </s>)."""
@@ -28,9 +30,7 @@ def forward_flops(cfg: dict, K: int, S: int, T: int) -> int:
     a = (2 if cfg["bidirectional"] else 1) * n
     att = cfg["attention"]
     encoder = S * (2 if cfg["bidirectional"] else 1) * 2 * g * n * (m + n)
-    keys = S * {"additive": 2 * a * n_att, "multiplicative": 2 * a * n, "dot": 0, "none": 0}[att]
-    step_att = {"additive": 2 * n * n_att + 2 * S * n_att + 2 * S * a, "multiplicative": 2 * S * n + 2 * S * a,
-                "dot": 4 * S * a, "none": 0}[att]
+    keys, step_att = VARIANTS[att].flops(a, n, n_att, S) if att != "none" else (0, 0)  # each variant counts its own
     if cfg["combined_output"]:
         init = 2 * a * n * (2 if cfg["cell"] == "lstm" else 1)
         step = 2 * m * g * n + 2 * g * n * n + (2 * n * g * n if cfg["input_feeding"] else 0) + step_att \

@@ -37,7 +37,7 @@ def max_lengths(lengths: torch.Tensor, a: float, b: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def greedy(model, x: torch.Tensor, lengths: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10,
+def greedy(model, x: torch.Tensor, lengths: torch.Tensor, max_len_a: float, max_len_b: int,
            forbid_unk: bool = False, min_len: int = 0) -> list[Hypothesis]:
     memory = model.encode(x, lengths)
     B = x.size(0)
@@ -81,8 +81,8 @@ def _restrict(logp: torch.Tensor, forbid_unk: bool, must_end: torch.Tensor, too_
 
 
 @torch.no_grad()
-def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_len_a: float = 1.5,
-                max_len_b: int = 10, forbid_unk: bool = False, length_norm: bool = True,
+def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_len_a: float,
+                max_len_b: int, forbid_unk: bool = False, length_norm: bool = True,
                 n_best: int = 1, min_len: int = 0) -> list[list[Hypothesis]]:
     """Returns, per sentence, its `n_best` finished hypotheses, best first. No hypothesis ends before `min_len`
     words (</s> included); with max_len_a = 0 and max_len_b = min_len every output has exactly that length (the

@@ -26,13 +26,17 @@ beam search reorders any decoder's state with one index.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rnnsearch.model.attention import AdditiveAttention
+from rnnsearch.model.attention import Attention
 from rnnsearch.model.equations import gru_step
 from rnnsearch.model.fused import combined_output_recurrence, deep_output_recurrence
+
+log = logging.getLogger("rnnsearch.model")
 
 
 class ConditionalGRU(nn.Module):
@@ -49,6 +53,10 @@ class ConditionalGRU(nn.Module):
         self.C = nn.Linear(ctx_dim, 3 * n, bias=False) if ctx_dim else None  # [C; C_z; C_r]
         self.n = n
         self.state_size = n
+
+    def recurrent(self) -> list[torch.Tensor]:
+        """The matrices applied to s_{i−1} (App. B.1 starts them orthogonal, gate by gate)."""
+        return [self.U_zr.weight, self.U.weight]
 
     def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
         return s0
@@ -78,6 +86,10 @@ class ConditionalLSTM(nn.Module):
         self.n = n
         self.state_size = 2 * n
 
+    def recurrent(self) -> list[torch.Tensor]:
+        """The matrix applied to s_{t−1} (App. B.1 starts it orthogonal, gate by gate)."""
+        return [self.U.weight]
+
     def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
         return torch.cat([s0, cell0 if cell0 is not None else torch.zeros_like(s0)], dim=1)
 
@@ -93,6 +105,20 @@ class ConditionalLSTM(nn.Module):
 
 
 CELLS = {"gru": ConditionalGRU, "lstm": ConditionalLSTM}
+
+_SAID: set[str] = set()
+
+
+def fused_serves(attention: Attention | None) -> bool:
+    """Whether model/fused.py's recurrences serve this alignment model (none, or a variant with `fused`); a
+    variant they cannot serve takes the plain autograd path, said once in the log."""
+    if attention is None or attention.fused:
+        return True
+    if type(attention).__name__ not in _SAID:
+        _SAID.add(type(attention).__name__)
+        log.info("%s: the fused recurrences serve the additive score only; this model's GRU decoder trains through "
+                 "plain autograd", type(attention).__name__)
+    return False
 
 
 def aligned_linear(x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
@@ -148,7 +174,7 @@ class DeepOutputDecoder(nn.Module):
         self.cell = CELLS[cell](m, n, ctx_dim)
         self.output = DeepOutput(vocab_size, m, n, ctx_dim, l, dropout)
         # training runs the recurrence with its hand-written backward where one exists (False: plain autograd)
-        self.fused = cell == "gru" and (attention is None or isinstance(attention, AdditiveAttention))
+        self.fused = cell == "gru" and fused_serves(attention)
 
     def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
         return self.cell.init_state(s0, cell0)
@@ -203,7 +229,7 @@ class CombinedOutputDecoder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.input_feeding = input_feeding
         self.n = n
-        self.fused = cell == "gru" and isinstance(attention, AdditiveAttention)  # without dropout (see forward)
+        self.fused = cell == "gru" and attention is not None and fused_serves(attention)  # without dropout (forward)
 
     def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
         state = self.cell.init_state(s0, cell0)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, fields, replace
 import torch
 from torch import nn
 
-from rnnsearch.model.attention import make_attention
-from rnnsearch.model.decoders import CombinedOutputDecoder, DeepOutputDecoder
+from rnnsearch.model.attention import Attention, make_attention
+from rnnsearch.model.decoders import CELLS, CombinedOutputDecoder, DeepOutputDecoder
 from rnnsearch.model.encoders import Encoder
 from rnnsearch.model.presets import resolve
 
@@ -75,19 +75,27 @@ class Seq2Seq(nn.Module):
 
     # ------------------------------------------------------------------------------- App. B.1
     def reset_parameters(self) -> None:
-        """App. B.1: recurrent matrices orthogonal; W_a, U_a ~ N(0, 0.001²); v_a and biases 0; others N(0, 0.01²)."""
-        for name, p in self.named_parameters():
-            if "bias" in name:
-                nn.init.zeros_(p)
-            elif "weight_hh" in name or name.endswith(("cell.U.weight", "cell.U_zr.weight")):
-                for block in p.data.chunk(p.size(0) // p.size(1), 0):  # one orthogonal block per gate
-                    nn.init.orthogonal_(block)
-            elif ".W_a." in name or ".U_a." in name:
-                nn.init.normal_(p, 0.0, 0.001)
-            elif ".v_a." in name:
-                nn.init.zeros_(p)
-            else:
-                nn.init.normal_(p, 0.0, 0.01)
+        """App. B.1: recurrent matrices orthogonal; the alignment model's as it says (`Attention.init_weight`: W_a,
+        U_a ~ N(0, 0.001²), v_a 0); biases 0; others N(0, 0.01²). Chosen by the module that holds each parameter,
+        in the order of `named_parameters` (the order the random draws take)."""
+        recurrent = {id(w) for module in self.modules() for w in recurrent_weights(module)}
+        aligners = [m for m in self.modules() if isinstance(m, Attention)]
+        theirs = {id(p) for m in aligners for p in m.parameters()}
+        for module in self.modules():
+            if isinstance(module, Attention):  # its parameters, in order (pre-order: its layers come next)
+                for name, p in module.named_parameters():
+                    nn.init.zeros_(p) if "bias" in name else module.init_weight(name, p)
+                continue
+            for name, p in module.named_parameters(recurse=False):
+                if id(p) in theirs:
+                    continue
+                if "bias" in name:
+                    nn.init.zeros_(p)
+                elif id(p) in recurrent:
+                    for block in p.data.chunk(p.size(0) // p.size(1), 0):  # one orthogonal block per gate
+                        nn.init.orthogonal_(block)
+                else:
+                    nn.init.normal_(p, 0.0, 0.01)
         with torch.no_grad():
             self.E.weight[PAD].zero_()
             self.encoder.E.weight[PAD].zero_()
@@ -121,6 +129,16 @@ class Seq2Seq(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def recurrent_weights(module: nn.Module) -> list[torch.Tensor]:
+    """The recurrent matrices of a recurrent layer (App. B.1 starts them orthogonal): nn.GRU's and nn.LSTM's
+    weight_hh, a decoder cell's `recurrent` ones (U, and the GRU's U_zr)."""
+    if isinstance(module, (nn.GRU, nn.LSTM)):
+        return [p for name, p in module.named_parameters() if name.startswith("weight_hh")]
+    if isinstance(module, tuple(CELLS.values())):
+        return module.recurrent()
+    return []
 
 
 def build_model(cfg: dict, src_vocab: int, tgt_vocab: int) -> Seq2Seq:

@@ -35,15 +35,18 @@ def evaluate_nll(model, src: list[list[int]], tgt: list[list[int]], device, batc
 
 @torch.no_grad()
 def validate(model, dev_src: list[list[int]], dev_tgt: list[list[int]], dev_src_lines: list[str],
-             dev_ref_lines: list[str], tgt_vocab: Vocab, beam: int, device, samples: int = 3) -> dict:
-    """Dev NLL per sentence and per word, tokenized dev BLEU of greedy (beam 1) or beam decoding, and a few
-    sample translations (source, reference, output) for the log."""
+             dev_ref_lines: list[str], tgt_vocab: Vocab, beam: int, max_len: tuple[float, int], device,
+             samples: int = 3) -> dict:
+    """Dev NLL per sentence and per word, tokenized dev BLEU of greedy (beam 1) or beam decoding with the output
+    limit `max_len` (a, b: a × source length + b), and a few sample translations (source, reference, output) for
+    the log."""
     from rnnsearch.decoding.search import translate_ids
     from rnnsearch.evaluation.score import tokenized_bleu
 
     nll = evaluate_nll(model, dev_src, dev_tgt, device)
     model.eval()
-    hyps = translate_ids(model, dev_src, beam=beam, batch_size=80, max_len_a=1.5, max_len_b=10, device=device)
+    hyps = translate_ids(model, dev_src, beam=beam, batch_size=80, max_len_a=max_len[0], max_len_b=max_len[1],
+                         device=device)
     model.train()
     out = [" ".join(tgt_vocab.decode(h.tokens)) for h in hyps]
     picks = [round(k * (len(out) - 1) / max(samples - 1, 1)) for k in range(min(samples, len(out)))]

@@ -313,7 +313,8 @@ class Training:
         """Score the dev set and keep the best state (best-<update>.pt); True when patience has run out."""
         state, update, beam = self.state, self.state.update, self.cfg.validate_beam
         started = time.perf_counter()
-        v = validate(self.model, self.dev_src, self.dev_tgt, *self.dev_lines, self.tgt_vocab, beam, self.device)
+        v = validate(self.model, self.dev_src, self.dev_tgt, *self.dev_lines, self.tgt_vocab, beam,
+                     (self.cfg.max_len_a, self.cfg.max_len_b), self.device)
         seconds, best = time.perf_counter() - started, state.best  # better: a higher dev BLEU, or the same BLEU (e.g. 0 early on) and a lower NLL
         improved = math.isfinite(v["nll_per_sentence"]) and (  # a non-finite dev NLL is never selected
             best is None or (v["bleu"], -v["nll_per_sentence"]) > (best["bleu"], -best["nll"]))

@@ -1,35 +1,35 @@
 """Stage 1, the raw train/dev/test text of each `data.source`: generated (`synthetic`), copied (`local`), or
-assembled from the downloads (`multi30k`, `wmt14`)."""
+assembled from the downloads (`multi30k`, `wmt14`).
+
+Each source is one module of this package with a `SOURCE` record (rnnsearch.data.corpus.source.Source), listed
+in `SOURCES`: a new source is its module and its line here. The configuration's checks, the rules' inputs and
+the download and corpus stages all read the record."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from rnnsearch.data.corpus import local, multi30k, synthetic, wmt14
+from rnnsearch.data.corpus.source import Source
 from rnnsearch.textio import InputError
 
+SOURCES: dict[str, Source] = {s.name: s for s in (synthetic.SOURCE, local.SOURCE, multi30k.SOURCE, wmt14.SOURCE)}
 
-def run_corpus(data: dict, seed: int, out_dir: str, downloads: str | None = None, extracted: str | None = None) -> None:
-    """Write `{split}.{lang}` under `out_dir` from the source `data.source` names."""
-    src, tgt, source = data["src"], data["tgt"], data["source"]
-    if source == "wmt14":
-        from rnnsearch.data.corpus.wmt14 import run_wmt14_corpus
 
-        if not extracted:
-            raise InputError("corpus: data.source wmt14 needs --extracted (the folder of the extracted archives)")
-        w = data["wmt14"]
-        run_wmt14_corpus(extracted, w["selection"], src, tgt, w["records"], out_dir, data["unicode"])
-    elif source == "multi30k":
-        from rnnsearch.data.corpus.multi30k import run_multi30k_corpus
+def run_corpus(data: dict, seed: int, out_dir: str, fetched: str | None = None) -> None:
+    """Write `{split}.{lang}` under `out_dir` from the source `data.source` names (`fetched`: the folder of what
+    a downloaded source fetched)."""
+    source = SOURCES[data["source"]]
+    if (source.fetch is not None) != (fetched is not None):
+        raise InputError(f"corpus: data.source {source.name} " + ("needs --fetched (the folder of its downloads)"
+                                                                  if fetched is None else "downloads nothing: "
+                                                                  f"--fetched {fetched} is for a downloaded source"))
+    source.corpus(data, seed, fetched, out_dir)
 
-        if not downloads:
-            raise InputError("corpus: data.source multi30k needs --downloads (the folder of the downloaded files)")
-        run_multi30k_corpus(downloads, data["multi30k"]["test"], src, tgt, out_dir, data["unicode"])
-    elif source == "local":
-        from rnnsearch.data.corpus.local import run_local_corpus
 
-        run_local_corpus(data["local"], src, tgt, out_dir, data["unicode"])
-    else:
-        from rnnsearch.data.corpus import synthetic
-
-        s = data["synthetic"]
-        corpus = synthetic.generate(seed, s["n_train"], s["n_dev"], s["n_test"], s["nouns"], s["adjectives"],
-                                    s["verbs"], s["names"], s["max_len"], s["zipf"])
-        synthetic.write_corpus(corpus, out_dir)
+def fetch(file: str, out: str, source: str, section: dict) -> Path:
+    """Stage 0: one file of the downloaded source `source` (resumed, retried, checked against what it records),
+    with its settings `section` (data.<source>)."""
+    if SOURCES[source].fetch is None:
+        raise InputError(f"download: data.source {source} downloads nothing")
+    return SOURCES[source].fetch(file, out, section)

@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
+from rnnsearch.data.corpus.source import Source, section
 from rnnsearch.textio import BOM, InputError, atomic_path, normalise, write_json_atomic
 
 log = logging.getLogger("rnnsearch.corpus")
@@ -139,3 +140,14 @@ def run_local_corpus(local: dict, src: str, tgt: str, out_dir: str, unicode: str
                      stats[split]["control_characters_replaced"], stats[split]["unicode_normalised"], unicode)
         write_json_atomic(out / "corpus.json", stats)
     return stats
+
+
+def corpus(data: dict, seed: int, fetched: str | None, out_dir: str) -> dict:
+    """Stage 1 for `data.source: local`: the user's files of `data.local`."""
+    return run_local_corpus(data["local"], data["src"], data["tgt"], out_dir, data["unicode"])
+
+
+SOURCE = Source("local", corpus, section(
+    "data.source: local: each split a path prefix, <prefix>.<src> and <prefix>.<tgt>, raw text",
+    **{split: {"type": "string", "minLength": 1} for split in SPLITS}),
+    inputs=lambda data: [f"{data['local'][s]}.{lang}" for s in SPLITS for lang in (data["src"], data["tgt"])])

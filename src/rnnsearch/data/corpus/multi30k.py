@@ -17,6 +17,8 @@ from pathlib import Path
 
 from rnnsearch.data.corpus.download import DownloadError, Remote, download, gunzip
 from rnnsearch.data.corpus.local import run_local_corpus
+from rnnsearch.data.corpus.source import URL as FOLDER_URL
+from rnnsearch.data.corpus.source import Source, section
 from rnnsearch.textio import InputError
 
 log = logging.getLogger("rnnsearch.corpus")
@@ -77,3 +79,16 @@ def run_multi30k_corpus(downloads: str | Path, test: str, src: str, tgt: str, ou
     downloads = Path(downloads)
     prefixes = {split: str(downloads / name) for split, name in split_names(test).items()}
     return run_local_corpus(prefixes, src, tgt, out_dir, unicode)
+
+
+def corpus(data: dict, seed: int, fetched: str | None, out_dir: str) -> dict:
+    """Stage 1 for `data.source: multi30k`: the files downloaded into `fetched`."""
+    return run_multi30k_corpus(fetched, data["multi30k"]["test"], data["src"], data["tgt"], out_dir, data["unicode"])
+
+
+SOURCE = Source("multi30k", corpus, section(
+    "data.source: multi30k: where the task-1 raw .gz files are, and which official test set is 'test'",
+    url={**FOLDER_URL, "description": "folder URL of <name>.<lang>.gz (a mirror is fine)"}, test={"enum": list(TESTS)}),
+    check=lambda data: SOURCE.pair_check(data, LANGS, f"has checksums recorded for {' and '.join(LANGS)} only"),
+    downloads=lambda data: files(data["multi30k"]["test"], data["src"], data["tgt"]),
+    fetch=lambda file, out, settings: fetch(file, out, settings["url"]))

@@ -26,6 +26,7 @@ import math
 import random
 
 from rnnsearch.data.corpus.lexicon import Adjective, Lexicon
+from rnnsearch.data.corpus.source import Source, section
 from rnnsearch.textio import write_json_atomic, write_lines_atomic
 
 # --------------------------------------------------------------------------------------------- function words
@@ -322,3 +323,29 @@ def write_corpus(corpus: dict[str, list], out_dir, src: str = "en", tgt: str = "
         "lines": len(corpus[split]), "pairs": len(corpus[split]),
         "src_words": sum(len(en.split()) for en, _ in corpus[split]),
         "tgt_words": sum(len(fr.split()) for _, fr in corpus[split])} for split in ("train", "dev", "test")})
+
+
+def corpus(data: dict, seed: int, fetched: str | None, out_dir: str) -> None:
+    """Stage 1 for `data.source: synthetic`: the corpus of `data.synthetic`'s sizes, generated from `seed`."""
+    s = data["synthetic"]
+    write_corpus(generate(seed, s["n_train"], s["n_dev"], s["n_test"], s["nouns"], s["adjectives"], s["verbs"],
+                          s["names"], s["max_len"], s["zipf"]), out_dir)
+
+
+def _check(data: dict) -> list[str]:
+    pair = (data["src"], data["tgt"])
+    return [] if pair == ("en", "fr") else [
+        f"'data.src', 'data.tgt': data.source synthetic generates English-like to French-like text, en-fr only, got "
+        f"{pair[0]}-{pair[1]} (data.source local takes your own languages)"]
+
+
+def _at_least(low: int) -> dict:
+    return {"type": "integer", "minimum": low}
+
+
+SOURCE = Source("synthetic", corpus, section(
+    "sizes of the generated corpus and of its lexicon", n_train=_at_least(1), n_dev=_at_least(1),
+    n_test=_at_least(1), nouns=_at_least(10), adjectives=_at_least(10), verbs=_at_least(10), names=_at_least(10),
+    max_len={**_at_least(5), "description": "test lengths are uniform over 1..max_len"},
+    zipf={"type": "number", "exclusiveMinimum": 0, "description": "exponent of the Zipf law over word ranks"}),
+    check=_check, gold_links=True)

@@ -34,6 +34,8 @@ import yaml
 from rnnsearch.data.corpus.download import Remote, download, extract_tar
 from rnnsearch.data.corpus.local import clean_pairs, clean_stream, split_writers
 from rnnsearch.data.corpus.sgm import read_sgm
+from rnnsearch.data.corpus.source import URL as FOLDER_URL
+from rnnsearch.data.corpus.source import Source, section
 from rnnsearch.textio import InputError, count_lines, write_json_atomic
 
 log = logging.getLogger("rnnsearch.corpus")
@@ -189,3 +191,21 @@ def run_wmt14_corpus(extracted: str | Path, selection: str, src: str, tgt: str, 
     log.info("wmt14 (%s): %d training pairs, %d dev, %d test", selection, stats["train"]["pairs"],
              stats["dev"]["pairs"], stats["test"]["pairs"])
     return stats
+
+
+def corpus(data: dict, seed: int, fetched: str | None, out_dir: str) -> dict:
+    """Stage 1 for `data.source: wmt14`: the archives extracted into `fetched`."""
+    w = data["wmt14"]
+    return run_wmt14_corpus(fetched, w["selection"], data["src"], data["tgt"], w["records"], out_dir, data["unicode"])
+
+
+SOURCE = Source("wmt14", corpus, section(
+    "data.source: wmt14: WMT'14 en-fr; the paper's LIUM selection (348M words) or every corpus (850M)",
+    selection={"enum": list(SELECTIONS)},
+    lium_url={**FOLDER_URL, "description": "folder of bitexts.tgz and dev+test.tgz"},
+    statmt_url={**FOLDER_URL, "description": "statmt.org or a mirror of its tree"},
+    records={"type": "string", "minLength": 1, "description": "YAML of recorded sizes and checksums"}),
+    check=lambda data: SOURCE.pair_check(data, LANGS, "is English-French (en-fr or fr-en)"),
+    downloads=lambda data: archives(data["wmt14"]["selection"]),
+    fetch=lambda file, out, w: fetch_archive(file, out, w["records"], w["lium_url"], w["statmt_url"]),
+    extracted=True, pretokenized=lambda data: data["wmt14"]["selection"] == "lium")

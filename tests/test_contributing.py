@@ -1,0 +1,120 @@
+"""docs/contributing.md's recipes, each done here with a toy: an attention variant registered in its two places,
+a stage that is one record (with a setting that reaches it by its one route), and a data source that is one
+record. Each toy is registered only where the page says, and then works end to end in-process."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from rnnsearch import cli, config as cfg, stages
+from rnnsearch.data import corpus
+from rnnsearch.data.corpus.source import Source, section
+from rnnsearch.model import attention, build_model, presets
+from rnnsearch.settings import DecodeConfig
+from rnnsearch.stage import Stage, arg
+
+from .conftest import REPO
+
+
+class ScaledDotAttention(attention.Attention):
+    """e_ij = qᵀ h_j / √n, the toy variant."""
+
+    def __init__(self, n: int, ctx_dim: int, n_align: int):
+        super().__init__()
+        self.scale = 1 / math.sqrt(n)
+
+    def precompute(self, h):
+        return h * self.scale
+
+    def energies(self, q, keys):
+        return torch.bmm(keys, q.unsqueeze(2)).squeeze(2)
+
+    @staticmethod
+    def flops(ctx, n, n_align, S):
+        return 0, 4 * S * ctx
+
+
+def test_an_attention_variant_is_its_class_and_its_name(monkeypatch, caplog):
+    """Registered in attention.VARIANTS and presets.ATTENTIONS only: the configuration accepts it, the model trains
+    with it through plain autograd (said once in the log), and the FLOP count takes its own."""
+    from rnnsearch.bench.flops import forward_flops
+    from rnnsearch.training.scoring import batch_nll
+    from rnnsearch.data.batching import make_batch
+
+    monkeypatch.setitem(attention.VARIANTS, "scaled-dot", ScaledDotAttention)
+    monkeypatch.setattr(presets, "ATTENTIONS", (*presets.ATTENTIONS, "scaled-dot"))
+    sizes = {"m": 8, "n": 6, "n_align": 5, "l": 4}
+    config = presets.resolve("rnnencdec", sizes, {"attention": "scaled-dot"})  # unidirectional: |h_j| = n
+    with caplog.at_level(logging.INFO, logger="rnnsearch.model"):
+        model = build_model(config, 20, 20)
+        build_model(config, 20, 20)
+    assert isinstance(model.attention, ScaledDotAttention) and not model.decoder.fused
+    assert sum("ScaledDotAttention: the fused recurrences serve the additive score only" in r.message
+               for r in caplog.records) == 1
+    batch = make_batch([[4, 5, 6, 1], [7, 8, 1]], [[9, 10, 1], [11, 1]], [0, 1])
+    batch_nll(model, batch).backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+    # against the fixed context (S = 4, T = 3, |h_j| = n = 6): its 4·S·|h_j| per step, less V's 2·|h_j|·n
+    plain = forward_flops({**config, "attention": "none"}, 20, 4, 3)
+    assert forward_flops(config, 20, 4, 3) - plain == 3 * 4 * 4 * 6 - 2 * 6 * 6
+
+
+def toy(out: str, width: int, decode: DecodeConfig) -> None:
+    """The toy stage: writes the setting it was given and the beam of the decode section it was given."""
+    Path(out).write_text(f"{width} {decode.beam}\n")
+
+
+def test_a_stage_is_one_record_and_a_setting_reaches_it_by_one_route(monkeypatch, tmp_path):
+    """A record (and no other code) makes `rnnsearch toy`; a new key of params.yaml (in the file and the schema)
+    reaches the function through the record's settings, and so does a section, typed."""
+    record = Stage("toy", "a toy stage", "tests.test_contributing:toy", (arg("--out", required=True, help="out"),),
+                   settings={"width": "decode.toy_width", "decode": "decode"})
+    monkeypatch.setattr(stages, "STAGES", (*stages.STAGES, record))
+    monkeypatch.setitem(stages.BY_NAME, "toy", record)
+    monkeypatch.setattr(cli, "STAGES", stages.STAGES)
+    schema = yaml.safe_load(cfg.SCHEMA_PATH.read_text())
+    schema["properties"]["decode"]["properties"]["toy_width"] = {"type": "integer", "minimum": 1}
+    (tmp_path / "schema.yaml").write_text(yaml.safe_dump(schema))
+    monkeypatch.setattr(cfg, "SCHEMA_PATH", tmp_path / "schema.yaml")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["decode"].update(toy_width=3, beam=5)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    assert cli.main(["toy", "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out").read_text() == "3 5\n"
+    assert stages.BY_NAME["toy"].keys_for() == ["decode.toy_width", "decode"]  # what reruns its jobs
+
+
+def toy_corpus(data: dict, seed: int, fetched: str | None, out_dir: str) -> None:
+    for split in ("train", "dev", "test"):
+        for lang, word in ((data["src"], "house"), (data["tgt"], "maison")):
+            Path(out_dir, f"{split}.{lang}").write_text(f"{word} {data['toy']['n']}\n" * data["toy"]["n"])
+
+
+TOY = Source("toy", toy_corpus, section("a toy source: n lines of one word", n={"type": "integer", "minimum": 1}),
+             check=lambda data: TOY.pair_check(data, ("en", "fr"), "has English and French only"))
+
+
+def test_a_data_source_is_one_record(monkeypatch, tmp_path):
+    """Registered in rnnsearch.data.corpus.SOURCES only: the configuration takes its section (needed only when it
+    is chosen) and its checks, and stage 1 writes its text."""
+    monkeypatch.setitem(corpus.SOURCES, "toy", TOY)
+    base = yaml.safe_load((REPO / "params.yaml").read_text())
+    for other in ("synthetic", "multi30k", "wmt14"):  # the other sources' sections are not needed
+        base["data"].pop(other)
+    base["aer"]["gold"] = "none"
+    chosen = cfg.merge(base, {"data": {"source": "toy", "toy": {"n": 2}}})
+    cfg.validate(chosen)
+    with pytest.raises(cfg.ConfigError, match=r"'data.toy': data.source is 'toy' but no data.toy is given \(n\)"):
+        cfg.validate(cfg.merge(base, {"data": {"source": "toy"}}))
+    with pytest.raises(cfg.ConfigError, match=r"data.source toy has English and French only, got de-fr"):
+        cfg.validate(cfg.merge(chosen, {"data": {"src": "de"}}))
+    with pytest.raises(cfg.ConfigError, match=r"'data.toy.n': 0 is less than the minimum of 1"):
+        cfg.validate(cfg.merge(chosen, {"data": {"toy": {"n": 0}}}))
+    corpus.run_corpus(chosen["data"], 1, str(tmp_path))
+    assert (tmp_path / "test.fr").read_text() == "maison 2\nmaison 2\n"
