@@ -98,7 +98,7 @@ class ForkServer:
 def forked_snakemake() -> ForkServer:
     """`snakemake ARGS` with this environment's PATH (each command's $HOME: its workspace, see `snakemake`)."""
     preload = ("import snakemake.api, snakemake.cli, snakemake.dag, snakemake.workflow  # noqa: E401\n"
-               "from rnnsearch import config, stages  # noqa: F401 (what the workflow's rules import)\n"
+               "from rnnsearch import commands, config  # noqa: F401 (what the workflow's rules import)\n"
                "from rnnsearch.data import binarized  # noqa: F401")
     return ForkServer("snakemake", "snakemake.cli.main", preload, env={"PATH": f"{BIN}:/usr/bin:/bin"})
 
@@ -120,7 +120,7 @@ def rnnsearch(*args, stdin: str | bytes = "", timeout: int = 600, cwd: Path | st
     if not _CLI:
         preload = ("import torch, torch._dynamo  # noqa: E401 (torch.optim's add_param_group imports it)\n"
                    "from rnnsearch.cli import main\n"
-                   "from rnnsearch.stages import BY_NAME\n"
+                   "from rnnsearch.commands import BY_NAME\n"
                    "for stage in ('train', 'translate'):\n"
                    "    BY_NAME[stage].function()")
         _CLI.append(ForkServer("rnnsearch", "main", preload))

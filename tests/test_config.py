@@ -43,13 +43,13 @@ def test_checking_a_config_as_the_workflow_does_imports_no_torch():
     """Snakemake parses the workflow (common.smk's imports, each model's config checked and resolved) at every
     start and, under Slurm, in every job: PyTorch's import (1.5 s or more) must not be part of it."""
     code = ("import sys\n"
-            "from rnnsearch import config as cfg, stages\n"
+            "from rnnsearch import commands, config as cfg\n"
             "from rnnsearch.data import binarized\n"
             f"c = cfg.load_params([{str(REPO / 'params.yaml')!r}, "
             f"{str(REPO / 'workflow' / 'configs' / 'paper.yaml')!r}])\n"
             "cfg.validate(c)\n"
             "[(cfg.model_config(c, m), cfg.train_config(c, m)) for m in c['models']]\n"
-            "stages.stage_code('train')\n"
+            "commands.stage_code('train')\n"
             "print('torch' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False", "checking a config imported torch"

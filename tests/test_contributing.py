@@ -12,12 +12,12 @@ import pytest
 import torch
 import yaml
 
-from rnnsearch import cli, config as cfg, stages
+from rnnsearch import cli, commands, config as cfg
 from rnnsearch.data import corpus
 from rnnsearch.data.corpus.source import Source, section
 from rnnsearch.model import attention, build_model, presets
 from rnnsearch.settings import DecodeConfig
-from rnnsearch.stage import Stage, arg
+from rnnsearch.commands.record import Stage, arg
 
 from .conftest import REPO
 
@@ -75,9 +75,9 @@ def test_a_stage_is_one_record_and_a_setting_reaches_it_by_one_route(monkeypatch
     reaches the function through the record's settings, and so does a section, typed."""
     record = Stage("toy", "a toy stage", "tests.test_contributing:toy", (arg("--out", required=True, help="out"),),
                    settings={"width": "decode.toy_width", "decode": "decode"})
-    monkeypatch.setattr(stages, "STAGES", (*stages.STAGES, record))
-    monkeypatch.setitem(stages.BY_NAME, "toy", record)
-    monkeypatch.setattr(cli, "STAGES", stages.STAGES)
+    monkeypatch.setattr(commands, "STAGES", (*commands.STAGES, record))
+    monkeypatch.setitem(commands.BY_NAME, "toy", record)
+    monkeypatch.setattr(cli, "STAGES", commands.STAGES)
     schema = yaml.safe_load(cfg.SCHEMA_PATH.read_text())
     schema["properties"]["decode"]["properties"]["toy_width"] = {"type": "integer", "minimum": 1}
     (tmp_path / "schema.yaml").write_text(yaml.safe_dump(schema))
@@ -87,7 +87,7 @@ def test_a_stage_is_one_record_and_a_setting_reaches_it_by_one_route(monkeypatch
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     assert cli.main(["toy", "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out").read_text() == "3 5\n"
-    assert stages.BY_NAME["toy"].keys_for() == ["decode.toy_width", "decode"]  # what reruns its jobs
+    assert commands.BY_NAME["toy"].keys_for() == ["decode.toy_width", "decode"]  # what reruns its jobs
 
 
 def toy_corpus(data: dict, seed: int, fetched: str | None, out_dir: str) -> None:

@@ -156,7 +156,7 @@ def test_the_tiny_dags_explorer_in_a_browser(tiny_dag: Path, tmp_path: Path):
 def test_the_explorer_benchmark_measures_a_generated_set(tmp_path: Path):
     """bench-explorer at 40 sentences and one load: the page built by the stage's code, its size, and its load
     time where Chromium is installed."""
-    from rnnsearch.bench.explorer import run_bench_explorer
+    from rnnsearch.bench.explorer_load import run_bench_explorer
 
     result = run_bench_explorer(40, 1, 7, str(tmp_path / "explorer.json"))
     assert json.loads((tmp_path / "explorer.json").read_text()) == result
@@ -169,7 +169,7 @@ def test_the_explorer_opens_on_long_sentences_and_a_click_shows_the_sentence(tmp
     window: the aggregates begin within the first 1,000 px, every row of the first screen has at least 20 source
     words (the default view: the longest length bucket first, then A − B), and a click on the 81st row, scrolled
     to, brings its sentence into the viewport."""
-    from rnnsearch.bench.explorer import MODELS, generate
+    from rnnsearch.bench.explorer_load import MODELS, generate
 
     scores = generate(tmp_path, 300, 7)
     page = tmp_path / "explorer.html"

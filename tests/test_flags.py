@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rnnsearch.cli import build_parser
-from rnnsearch.stages import stage_code
+from rnnsearch.commands import stage_code
 
 from .conftest import REPO
 from .forks import rnnsearch

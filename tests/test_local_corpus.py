@@ -76,7 +76,7 @@ def test_real_europarl_sample_with_its_empty_lines(shared_data, tmp_path):
 
 def test_the_data_report_says_why_the_corpus_stage_dropped_pairs(files, tmp_path):
     """The corpus row's "why" was empty where corpus.json said dropped_empty."""
-    from rnnsearch.data.report import _steps
+    from rnnsearch.data.data_report import _steps
 
     stats = run_local_corpus(local(files), "en", "fr", tmp_path / "out")
     clean = {"pairs_in": 4, "pairs": 4, "dropped_empty": 0, "dropped_long": 0, "dropped_ratio": 0, "src_words": 12,
@@ -87,7 +87,7 @@ def test_the_data_report_says_why_the_corpus_stage_dropped_pairs(files, tmp_path
 
 def test_the_length_histograms_say_what_they_do_not_draw(tmp_path):
     """lengths.png draws 0-100 tokens: WMT's long tail is counted in the title rather than cut silently."""
-    from rnnsearch.data.report import _cut, _plot
+    from rnnsearch.data.data_report import _cut, _plot
 
     h = {"train.en": {5: 10, 120: 2, 300: 1}, "train.fr": {6: 12, 140: 1}, "dev.en": {5: 3}, "dev.fr": {7: 3},
          "test.en": {5: 3}, "test.fr": {6: 3}}

@@ -1,4 +1,4 @@
-"""The stage registry (rnnsearch.stages): one record per stage, the CLI and the rules built from it, and each
+"""The stage registry (rnnsearch.commands): one record per stage, the CLI and the rules built from it, and each
 stage's source dependencies equal to what its code really imports."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rnnsearch import stages
+from rnnsearch import commands
 from rnnsearch.cli import build_parser
 
 from .conftest import REPO
@@ -23,13 +23,13 @@ TOOLS = {"check-params", "dvc-yaml", "rehearse"}  # commands, not pipeline stage
 
 
 def test_every_record_is_a_command_and_every_stage_a_rule():
-    commands = set(build_parser()._subparsers._group_actions[0].choices)
-    assert commands == {s.name for s in stages.STAGES}
-    for s in stages.STAGES:
+    parsed = set(build_parser()._subparsers._group_actions[0].choices)
+    assert parsed == {s.name for s in commands.STAGES}
+    for s in commands.STAGES:
         if s.name not in TOOLS:
             assert set(s.rules or (s.name.replace("-", "_"),)) <= set(RULES), s.name
     for rule in RULES:
-        stage = stages.stage_of_rule(rule)
+        stage = commands.stage_of_rule(rule)
         assert stage is not None, f"rule {rule} runs no stage of the registry"
         assert f"rnnsearch {stage.name} " in RULES[rule], f"rule {rule} does not run `rnnsearch {stage.name}`"
 
@@ -38,10 +38,10 @@ def test_help_lists_the_stages_in_pipeline_order():
     """`rnnsearch --help`: the numbered stages by their step (count, 4., after filter, 3.; data-report, 9., after
     score, 7.), then the benchmarks and tools."""
     listed = list(build_parser()._subparsers._group_actions[0].choices)
-    steps = [int(s.help.split(".")[0]) for s in map(stages.BY_NAME.get, listed) if s.help.split(".")[0].isdigit()]
+    steps = [int(s.help.split(".")[0]) for s in map(commands.BY_NAME.get, listed) if s.help.split(".")[0].isdigit()]
     assert steps == sorted(steps) and len(steps) > 15, listed
     assert listed.index("filter") < listed.index("count") and listed.index("score") < listed.index("data-report")
-    assert all(stages.BY_NAME[n].help[0].isdigit() for n in listed[: len(steps)])  # the benchmarks come after
+    assert all(commands.BY_NAME[n].help[0].isdigit() for n in listed[: len(steps)])  # the benchmarks come after
 
 
 def test_a_stage_reads_only_what_it_declares(tiny_config):
@@ -55,7 +55,7 @@ def test_a_stage_reads_only_what_it_declares(tiny_config):
     assert nested["decode"] == {k: tiny_config["decode"][k] for k in ("max_len_a", "max_len_b")}  # and no other
 
 
-STAGE_NAMES = sorted({s.name for s in stages.STAGES} - TOOLS)
+STAGE_NAMES = sorted({s.name for s in commands.STAGES} - TOOLS)
 
 # One interpreter imports the third-party libraries the stages use, then forks a child per stage, which imports
 # the stage's function and reports the files of rnnsearch that came with it (each child starts from the parent's
@@ -63,14 +63,14 @@ STAGE_NAMES = sorted({s.name for s in stages.STAGES} - TOOLS)
 PROBE = """
 import json, os, sys
 import matplotlib, numpy, pandas, sacrebleu, sacremoses, torch, yaml  # noqa: E401 (the libraries, not rnnsearch)
-from rnnsearch import cli, stages
+from rnnsearch import cli, commands
 found = {}
 for name in sys.argv[1:]:
     r, w = os.pipe()
     if os.fork() == 0:
         os.close(r)
         before = set(sys.modules)
-        stages.BY_NAME[name].function()
+        commands.BY_NAME[name].function()
         files = sorted(getattr(sys.modules[m], "__file__", None) or "" for m in set(sys.modules) - before
                        if m.startswith("rnnsearch"))
         os.write(w, json.dumps(files).encode())
@@ -97,19 +97,19 @@ def test_stage_code_holds_every_module_the_stage_imports(name, loaded):
     libraries): every file of rnnsearch it loads is among the stage's declared source files."""
     assert loaded[name] is not None, f"{name}: importing its function failed (see the probe's stderr)"
     files = {str(Path(f).resolve().relative_to(REPO)) for f in loaded[name] if f}
-    declared = set(stages.stage_code(name))
+    declared = set(commands.stage_code(name))
     assert files <= declared, f"{name}: imports {sorted(files - declared)} but does not declare them"
     assert all((REPO / f).is_file() for f in declared)
 
 
 def test_import_closure_follows_imports_inside_functions():
     """translate imports the tokenizer inside a function (for users' text) and the checkpoint at the top."""
-    code = stages.stage_code("translate")
+    code = commands.stage_code("translate")
     assert {"src/rnnsearch/data/text.py", "src/rnnsearch/data/vocab.py", "src/rnnsearch/checkpoint.py",
             "src/rnnsearch/model/fused.py", "src/rnnsearch/evaluation/score.py"} <= set(code)
     assert "src/rnnsearch/training/train.py" not in code  # decoding does not import training
-    assert "src/rnnsearch/model/fused.py" not in stages.stage_code("tokenize")
-    assert "src/rnnsearch/peer/joeynmt_driver.py" in stages.stage_code("peer")  # a script it runs
+    assert "src/rnnsearch/model/fused.py" not in commands.stage_code("tokenize")
+    assert "src/rnnsearch/peer/joeynmt_driver.py" in commands.stage_code("peer")  # a script it runs
 
 
 def _bound(stage, tiny_config):
@@ -122,15 +122,15 @@ def _bound(stage, tiny_config):
     args = argparse.Namespace(**{a.dest: "X" if a.kw.get("required") else a.kw.get("default") for a in stage.args})
     model = "rnnsearch-50" if hasattr(args, "model") else None
     args.model = model
-    p = cfg.stage_params(tiny_config, stage.name, model) if stage.params else stages.Params()
+    p = cfg.stage_params(tiny_config, stage.name, model) if stage.params else commands.Params()
     return stage.bind(stage.function(), args, p)
 
 
-@pytest.mark.parametrize("name", sorted(stages.BY_NAME))
+@pytest.mark.parametrize("name", sorted(commands.BY_NAME))
 def test_every_argument_and_setting_reaches_the_function_by_name(name, tiny_config):
     """A record's arguments (but cli.py's own and the job's, `Arg.job`) and settings are exactly the parameters
     of its function, its typed requests' fields included: nothing parsed and dropped, nothing passed by position."""
-    stage = stages.BY_NAME[name]
+    stage = commands.BY_NAME[name]
     kwargs, used = _bound(stage, tiny_config)
     dests = {a.dest for a in stage.args if not a.job}
     assert dests | set(stage.settings) == used, f"{name}: unused {sorted((dests | set(stage.settings)) - used)}"
@@ -139,7 +139,7 @@ def test_every_argument_and_setting_reaches_the_function_by_name(name, tiny_conf
 def test_no_stage_function_takes_more_than_eight_parameters():
     import inspect
 
-    for s in stages.STAGES:
+    for s in commands.STAGES:
         n = len(inspect.signature(s.function()).parameters)
         assert n <= 8, f"{s.run}: {n} parameters"
 
@@ -156,7 +156,7 @@ def test_every_rules_command_line_is_one_its_stage_accepts(rule):
     """The shell string of each rule (workflow/rules/*.smk) against its stage's record: every flag it writes is an
     option of the stage, and every option the stage requires is written (flags that `params:` build, as
     translate_extra's search flags, are checked with the settings they come from, in test_flags)."""
-    stage = stages.stage_of_rule(rule)
+    stage = commands.stage_of_rule(rule)
     head, block = RULES[rule].split("shell:", 1)
     indent = len(head.splitlines()[-1]) + 1  # the shell string's lines are indented deeper than `shell:`
     lines = [line for line in block.splitlines()[1:] if line.strip()]
@@ -168,3 +168,25 @@ def test_every_rules_command_line_is_one_its_stage_accepts(rule):
     known, needed = _options(stage.name)
     assert written <= known, f"rule {rule}: {sorted(written - known)} are not options of `rnnsearch {stage.name}`"
     assert needed <= written, f"rule {rule}: `rnnsearch {stage.name}` requires {sorted(needed - written)}"
+
+
+def test_no_module_of_rnnsearch_imports_itself_back():
+    """No import cycle among the package's modules, imports inside functions included: a module reaches a module
+    that reaches it back through no chain of imports (package __init__ files, which Python runs on the way to
+    a submodule, are left out: rnnsearch.model's lazily imports seq2seq, which imports the presets it exports)."""
+    from rnnsearch.closure import PACKAGE, _imports
+
+    modules = [p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"]
+    edges = {p: {q for q in _imports(p) if q.name != "__init__.py" and q != p} for p in modules}
+
+    def reach(start):
+        seen, todo = set(), list(edges[start])
+        while todo:
+            q = todo.pop()
+            if q not in seen:
+                seen.add(q)
+                todo += edges.get(q, ())
+        return seen
+
+    cycles = sorted(str(p.relative_to(PACKAGE)) for p in modules if p in reach(p))
+    assert not cycles, f"modules on an import cycle: {cycles}"

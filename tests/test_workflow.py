@@ -248,7 +248,7 @@ def test_editing_a_module_reruns_exactly_the_stages_that_import_it(workspace: Pa
     alignment (which scores the reference, searching nothing): after an edit, `dvc status` flags exactly the stages
     whose import closure holds it, and `snakemake -n` plans those jobs (what follows them reruns too) and no data
     preparation."""
-    from rnnsearch.stages import STAGES, stage_code, stage_of_rule
+    from rnnsearch.commands import STAGES, stage_code, stage_of_rule
 
     module = "src/rnnsearch/decoding/search.py"
     importers = {s.name for s in STAGES if module in stage_code(s.name)}

@@ -1,4 +1,4 @@
-"""`rnnsearch <stage> …`: argument parsing only. The parser is built from the stage records (`rnnsearch.stages`);
+"""`rnnsearch <stage> …`: argument parsing only. The parser is built from the stage records (`rnnsearch.commands`);
 `rnnsearch.jobs` runs the stage the command line names."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from rnnsearch.jobs import run_job
-from rnnsearch.stages import BY_NAME, STAGES
+from rnnsearch.commands import BY_NAME, STAGES
 
 
 def _params_arg(p: argparse.ArgumentParser) -> None:

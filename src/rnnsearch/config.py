@@ -8,7 +8,7 @@ so a copy of params.yaml is an overlay too. An entry of a collection (a model of
 `snakemake --config key=value` (a section as YAML: `--config 'train={lr: 0.001}'`) is merged last; the workflow
 hands it to the stages it starts in $RNNSEARCH_CONFIG.
 
-Each stage reads only the keys its record in `rnnsearch.stages` declares; the Snakemake rules declare the same
+Each stage reads only the keys its record in `rnnsearch.commands` declares; the Snakemake rules declare the same
 keys as `params:` (so a change reruns exactly the affected jobs) and `dvc.yaml` lists them under `params:`.
 """
 
@@ -22,8 +22,9 @@ from typing import Any, Iterable
 
 import yaml
 
+from rnnsearch.commands import BY_NAME, Params
 from rnnsearch.data.corpus import SOURCES
-from rnnsearch.model.presets import model_config  # noqa: F401 (config.model_config: the resolved model)
+from rnnsearch.model.presets import PRESETS, check, model_config  # noqa: F401 (config.model_config: the model)
 from rnnsearch.settings import MODEL_TRAIN_KEYS, TrainConfig, train_config, typed  # noqa: F401
 from rnnsearch.textio import InputError
 
@@ -205,8 +206,6 @@ def validate(config: dict, source: str = "params.yaml") -> None:
 
 
 def _cross_checks(config: dict) -> list[str]:
-    from rnnsearch.model.presets import PRESETS, check
-
     problems = []
     fig = config["figures"]
     target = config["models"].get(fig["alignment_model"])
@@ -299,16 +298,12 @@ def lookup(config: dict, dotted: str) -> Any:
 
 def stage_params(config: dict, stage: str, model: str | None = None) -> dict[str, Any]:
     """{dotted key: value} of exactly what `stage` reads."""
-    from rnnsearch.stages import Params
-
     return Params({k: lookup(config, k) for k in declared_keys(config, stage, model)})
 
 
 def declared_keys(config: dict, stage: str, model: str | None = None) -> list[str]:
     """The keys `stage` declares, for `model`; a stage that reads its model's entry also reads the entries of the
     models that one continues (their budgets are the start of its training)."""
-    from rnnsearch.stages import BY_NAME
-
     keys = BY_NAME[stage].keys_for(model, config["data"]["source"])
     if model is not None and f"models.{model}" in keys:
         keys += [f"models.{m}" for m in ancestors(config, model)]

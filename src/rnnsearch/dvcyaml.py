@@ -2,7 +2,7 @@
 
 The Snakefile is the one description of the pipeline. This module builds its DAG (all jobs, forced) through
 Snakemake's API and writes one DVC stage per job: the same shell command, the job's input files plus the
-stage's source modules as `deps`, the `params` the stage's record in `rnnsearch.stages` declares, and the
+stage's source modules as `deps`, the `params` the stage's record in `rnnsearch.commands` declares, and the
 job's output files as `outs` (scores and statistics as `metrics`, curves and CSVs as `plots`; all cached,
 since results/ is not in git, so that `dvc exp show` and `dvc plots diff` can read them for every experiment).
 `rnnsearch dvc-yaml --check` (run by the tests) fails when the committed dvc.yaml is stale.
@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from rnnsearch.config import rerun_keys
-from rnnsearch.stages import STAGES, stage_of_rule
+from rnnsearch.commands import STAGES, stage_of_rule
 from rnnsearch.textio import InputError, atomic_path
 
 METRICS = ("results/tables/metrics.json",)  # the headline: Table 1's BLEU per model; the other JSONs are outs

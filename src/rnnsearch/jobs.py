@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rnnsearch import config as cfg
 from rnnsearch.runtime import keep_freed_memory, proc_mb
-from rnnsearch.stage import Params, Stage
+from rnnsearch.commands.record import Params, Stage
 from rnnsearch.textio import EXIT_INTERRUPTED, InputError, Interrupted
 
 

@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 from rnnsearch import config as rcfg
 from rnnsearch.data.corpus import SOURCES
 from rnnsearch.data.binarized import paths as binarized_paths
-from rnnsearch.stages import stage_code as stage_files
+from rnnsearch.commands import stage_code as stage_files
 
 # Snakemake keeps only the last of several --configfile flags: the files of the others would be dropped unseen.
 flags = [a for a in sys.argv[1:] if a.split("=")[0] in ("--configfile", "--configfiles")]

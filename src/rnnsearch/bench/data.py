@@ -27,6 +27,10 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from rnnsearch.data.corpus.local import clean_pairs
+from rnnsearch.data.prepare import run_clean, run_filter, run_gather, run_shard
+from rnnsearch.data.text import run_tokenize, unescape_pretokenized
+from rnnsearch.data.vocab import build_vocab, count_words, merge_counts, run_count, shortlist
 from rnnsearch.runtime import cpu_name
 from rnnsearch.textio import atomic_path, read_lines, write_json_atomic
 
@@ -47,8 +51,6 @@ def peak_rss_mb() -> float:
 def _tokenize(path: str, lang: str, pretokenized: bool) -> dict:
     from sacremoses import MosesTokenizer
 
-    from rnnsearch.data.text import unescape_pretokenized
-
     os.environ["OMP_NUM_THREADS"] = "1"
     lines = read_lines(path)
     tok = MosesTokenizer(lang=lang)
@@ -65,8 +67,6 @@ def _tokenize(path: str, lang: str, pretokenized: bool) -> dict:
 
 def _count_all(paths: list[str]) -> dict:
     """Baseline: the whole text in memory, one Counter."""
-    from rnnsearch.data.vocab import build_vocab, count_words
-
     tracemalloc.start()
     lines = [line for p in paths for line in read_lines(p)]
     counts = count_words(lines)
@@ -77,8 +77,6 @@ def _count_all(paths: list[str]) -> dict:
 
 
 def _count_shard(path: str, out: str) -> dict:
-    from rnnsearch.data.vocab import run_count
-
     tracemalloc.start()
     stats = run_count(path, out)
     peak = tracemalloc.get_traced_memory()[1]
@@ -87,8 +85,6 @@ def _count_shard(path: str, out: str) -> dict:
 
 
 def _merge(counts: list[str], out: str) -> dict:
-    from rnnsearch.data.vocab import merge_counts, shortlist
-
     tracemalloc.start()
     vocab, totals = shortlist(merge_counts(counts), 30000)
     vocab.save(out)
@@ -118,11 +114,6 @@ def _vocab_memory(paths: list[str], shards: int) -> dict:
 
 def _stages(src: str, tgt: str, src_lang: str, tgt_lang: str, shards: int) -> dict:
     """Words/s (both sides) of every other preparation step, run as the pipeline runs them on one raw pair."""
-    from rnnsearch.data.corpus.local import clean_pairs
-    from rnnsearch.data.prepare import run_clean, run_filter, run_gather, run_shard
-    from rnnsearch.data.text import run_tokenize
-    from rnnsearch.data.vocab import run_count
-
     rates = {}
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)

@@ -28,7 +28,12 @@ import time
 import torch
 
 from rnnsearch.bench.speed import TRAIN_SIZES, _timed_updates, machine
+from rnnsearch.data.batching import make_batch
+from rnnsearch.distributed import detect, process_group
+from rnnsearch.model import build_model
+from rnnsearch.runtime import keep_freed_memory
 from rnnsearch.textio import write_json_atomic
+from rnnsearch.training.optimizers import make_optimizer
 
 log = logging.getLogger("rnnsearch.bench")
 
@@ -103,12 +108,6 @@ def projection(devices: int, parameters: int | None = None) -> dict:
 
 def _worker(size: str, batch: int, length: int, steps: int, threads: int, out: str) -> None:
     """One process of a torchrun configuration; rank 0 writes the timing."""
-    from rnnsearch.data.batching import make_batch
-    from rnnsearch.distributed import detect, process_group
-    from rnnsearch.model import build_model
-    from rnnsearch.runtime import keep_freed_memory
-    from rnnsearch.training.optimizers import make_optimizer
-
     keep_freed_memory()
     torch.set_num_threads(threads)
     torch.manual_seed(1234)

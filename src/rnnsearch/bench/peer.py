@@ -33,18 +33,38 @@ import os
 import subprocess
 import tempfile
 import time
-from dataclasses import astuple, dataclass
 from collections import Counter
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import torch
+import yaml
 
 from rnnsearch.bench.data import in_fresh_process, peak_rss_mb
-from rnnsearch.bench.peer_summary import (BF16_RUN, CLOSEST, GRAPH_RUNS, MODELS, TRAIN_RUNS, add_utilisation, best_gemm,
-                                          markdown, run_key, summarise)
+from rnnsearch.bench.flops import train_flops
+from rnnsearch.bench.peer_summary import (
+    add_utilisation,
+    best_gemm,
+    BF16_RUN,
+    CLOSEST,
+    GRAPH_RUNS,
+    markdown,
+    MODELS,
+    run_key,
+    summarise,
+    TRAIN_RUNS,
+)
 from rnnsearch.bench.speed import TRAIN_SIZES, gemm_peak_gflops, machine, synchronizer
-from rnnsearch.runtime import native_bf16_cpu
+from rnnsearch.data.batching import PaperBatches
+from rnnsearch.data.binarized import TokenPairs
+from rnnsearch.data.vocab import Vocab, build_vocab
+from rnnsearch.decoding.search import translate_ids
+from rnnsearch.model import build_model
+from rnnsearch.peer.experiment import check_peer_python
+from rnnsearch.runtime import keep_freed_memory, native_bf16_cpu
 from rnnsearch.textio import InputError, atomic_path, read_lines, write_json_atomic
+from rnnsearch.training.graphs import UpdateGraphs, update
+from rnnsearch.training.optimizers import make_optimizer
 
 log = logging.getLogger("rnnsearch.bench.peer")
 
@@ -58,16 +78,12 @@ def train_runs(device: str = "cpu") -> tuple:
 
 def _shortlist_and_ids(path: str):
     """The 8,000 most frequent words of a training file (the peer's voc_limit) and its sentences as ids."""
-    from rnnsearch.data.vocab import build_vocab
-
     sentences = [line.split() for line in read_lines(path)]
     vocab = build_vocab(Counter(w for words in sentences for w in words), SIZES["vocab"])
     return vocab, [vocab.encode(words) for words in sentences]
 
 
 def _model(name: str, K_src: int, K_tgt: int):
-    from rnnsearch.model import build_model
-
     arch, overrides = MODELS[name]
     return build_model({"arch": arch, **{k: SIZES[k] for k in ("m", "n", "n_align", "l")}, **overrides},
                        K_src, K_tgt)
@@ -82,8 +98,6 @@ def fixed_length(test_tgt: str) -> int:
 def _updater(model, optimizer, device: str, bf16: bool, graphs: bool):
     """The peer config's update (Adam 1e-3 as built, clipping at 1) of a minibatch on the CPU, eagerly or from CUDA
     graphs (their UpdateGraphs, or None), as a function returning the summed NLL."""
-    from rnnsearch.training.graphs import UpdateGraphs, update
-
     if graphs:
         graphed = UpdateGraphs(model, optimizer, bf16, 1.0)
         return graphed, lambda b: graphed(b, 1e-3)[0]
@@ -102,12 +116,6 @@ def train_ours(name: str, data: str, src: str, tgt: str, batching: str, updates:
     (training/graphs.py: padded shapes, a graph recorded at a shape's second minibatch); time the updates after
     `warmup` (the device synchronised at both ends); save the weights to `save` and the shortlists beside them
     (`save`.{src,tgt}.tsv) for `decode_ours`."""
-    from rnnsearch.bench.flops import train_flops
-    from rnnsearch.data.batching import PaperBatches
-    from rnnsearch.data.binarized import TokenPairs
-    from rnnsearch.runtime import keep_freed_memory
-    from rnnsearch.training.optimizers import make_optimizer
-
     keep_freed_memory()
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -160,10 +168,6 @@ def decode_ours(name: str, data: str, src: str, tgt: str, weights: str, beam: in
                 device: str = "cpu") -> dict:
     """Decode data/test.{src} on `device` with every output exactly `fixed` long, batches of 80 (sorted by length,
     as ours are)."""
-    from rnnsearch.data.vocab import Vocab
-    from rnnsearch.decoding.search import translate_ids
-    from rnnsearch.runtime import keep_freed_memory
-
     keep_freed_memory()
     torch.set_num_threads(threads)
     sv, tv = Vocab.load(f"{weights}.{src}.tsv"), Vocab.load(f"{weights}.{tgt}.tsv")  # written by train_ours
@@ -205,8 +209,6 @@ def run_peer_script(script: str, python: str, dataset: str, phases: str, updates
 
 def _checked_inputs(script: str, peer_python: str, raw: str, updates: int, warmup: int, device: str):
     """The peer script and raw data as absolute paths, and the peer Python's versions, once every input is checked."""
-    from rnnsearch.peer.experiment import check_peer_python
-
     if not 1 <= warmup <= updates - 2:  # the peer script's summary times at least 2 updates after at least 1
         raise InputError(f"--warmup {warmup} with --updates {updates}: the peer script leaves the first 1 to "
                          f"updates - 2 untimed; give 1 <= --warmup <= --updates - 2")
@@ -222,8 +224,6 @@ def _checked_inputs(script: str, peer_python: str, raw: str, updates: int, warmu
 def check_peer_device(script: str, device: str) -> None:
     """The peer's config (joeynmt_rnnsearch.yaml beside its script) must run JoeyNMT where ours run: `use_cuda`
     true for --device cuda, false for cpu."""
-    import yaml
-
     config = Path(script).parent / "joeynmt_rnnsearch.yaml"
     try:
         use_cuda = yaml.safe_load(config.read_text(encoding="utf-8")).get("use_cuda", True)

@@ -29,14 +29,15 @@ from pathlib import Path
 
 import torch
 
+from rnnsearch.bench.flops import train_flops
 from rnnsearch.bench.speed import (
-    TRAIN_SIZES,
-    Setup,
     _timed_updates,
     bench_update_setup,
     gemm_peak_gflops,
     machine,
+    Setup,
     synchronizer,
+    TRAIN_SIZES,
 )
 from rnnsearch.textio import write_json_atomic
 
@@ -123,8 +124,6 @@ def run_bench_profile(setup: Setup, length: int, steps: int, out: str) -> dict:
     """Profile of one training update of `setup.arch` at `setup.size` (see the module docstring); writes `out`
     (JSON) and `<out>.trace.json`."""
     from torch.profiler import ProfilerActivity, profile
-
-    from rnnsearch.bench.flops import train_flops
 
     arch, size, batch, threads, device_name, seed, precision = astuple(setup)
     model, optimizer, b, K = bench_update_setup(arch, size, batch, length, threads, device_name, seed, precision)

@@ -43,6 +43,7 @@ import yaml
 
 from rnnsearch import config as cfg
 from rnnsearch.closure import REPO
+from rnnsearch.data.text import tokenize_lines
 from rnnsearch.runtime import cpu_name, git_commit
 from rnnsearch.textio import InputError, Interrupted, read_json, read_lines, read_parallel, write_json_atomic
 
@@ -285,8 +286,6 @@ class Rehearsal:
 
 def run_rehearse(dev: list[str], test: str, out_dir: str, plan: Rehearsal) -> dict:
     """paper.yaml's DAG on `plan`'s generated corpus and the real `dev` and `test` text, in `out_dir`."""
-    from rnnsearch.data.text import tokenize_lines
-
     millions, updates, validations, cores, shards, models, seed, precision = astuple(plan)
 
     ws, start = Path(out_dir), time.monotonic()

@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from rnnsearch import config as cfg
+from rnnsearch.closure import REPO
 from rnnsearch.runtime import cpu_name, proc_mb
 from rnnsearch.textio import atomic_path, read_json, write_json_atomic
 
@@ -172,7 +174,6 @@ def startup(w: Path, name: str, out: Path) -> None:
     measured there; then that update, measured after."""
     import torch
 
-    from rnnsearch import config as cfg
     from rnnsearch.distributed import detect, process_group
     from rnnsearch.training.train import Training, TrainFiles
 
@@ -200,9 +201,6 @@ def startup(w: Path, name: str, out: Path) -> None:
 
 def run_bench_scale(millions: list[float], out: str, md: str, work: str | None = None) -> dict:
     """Measures every N of `millions`; writes the JSON and a Markdown table."""
-    from rnnsearch import config as cfg
-    from rnnsearch.closure import REPO
-
     params = cfg.overlay(cfg.load_params([REPO / "params.yaml"]), SETTINGS, "bench-scale settings")
     work_dir = Path(work or Path(out).parent / "scale-work").resolve()
     runs = []

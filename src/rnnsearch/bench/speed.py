@@ -6,22 +6,31 @@ measured in one run, each setting after a short warm-up, so the ratio beam/greed
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import platform
+import tempfile
 import time
 from dataclasses import astuple, dataclass, replace
+from pathlib import Path
 
+import numpy as np
 import torch
 
 from rnnsearch.bench.data import in_fresh_process, peak_rss_mb
-from rnnsearch.runtime import cpu_name
+from rnnsearch.bench.flops import train_flops
+from rnnsearch.bench.graph_check import difference_from_eager, graphed_update
 from rnnsearch.checkpoint import load_model
+from rnnsearch.data.batching import make_batch
 from rnnsearch.data.vocab import Vocab
 from rnnsearch.decoding.search import translate_ids
-from rnnsearch.model import triton_kernels
+from rnnsearch.model import build_model, triton_kernels
+from rnnsearch.runtime import cpu_name, keep_freed_memory, resolve_device
 from rnnsearch.settings import DecodeConfig
-from rnnsearch.textio import InputError, read_lines, write_json_atomic
+from rnnsearch.textio import InputError, atomic_path, read_lines, write_json_atomic
+from rnnsearch.training.graphs import unavailable, update
+from rnnsearch.training.optimizers import make_optimizer
 
 log = logging.getLogger("rnnsearch.bench")
 
@@ -143,8 +152,6 @@ def run_bench_train(setup: Setup, length: int, steps: int, out: str, graph: bool
     and replayed (training/graphs.py), its parameters after one replay compared with the eager update's. Run one
     configuration per process: peak RSS is the process's.
     """
-    from rnnsearch.bench.flops import train_flops
-
     arch, size, batch, threads, device_name, seed, precision = astuple(setup)
     model, optimizer, b, K = bench_update_setup(arch, size, batch, length, threads, device_name, seed, precision,
                                                 graph)
@@ -153,8 +160,6 @@ def run_bench_train(setup: Setup, length: int, steps: int, out: str, graph: bool
     warmup, what, bf16 = 2, f"{arch} {size} {precision}{' graph' if graph else ''}", precision == "bf16"
     graphed = {}
     if graph:
-        from rnnsearch.bench.graphs import difference_from_eager, graphed_update
-
         replay = graphed_update(model, optimizer, b, bf16)
         graphed = difference_from_eager(replay)
         log.info("%s: one replay against the eager update: %s", what, ", ".join(f"{k} {v:.3g}" for k, v in
@@ -201,12 +206,6 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
     """The training benchmarks' model (`size` of TRAIN_SIZES, on the device, in training mode), its Adadelta, and
     one batch of `batch` random pairs of `length` words each side (uniform over the shortlist, </s> added);
     returns (model, optimizer, batch, K). Sets the threads, the seed and the precision's TF32 switches."""
-    from rnnsearch.data.batching import make_batch
-    from rnnsearch.model import build_model
-    from rnnsearch.runtime import keep_freed_memory, resolve_device
-    from rnnsearch.training.graphs import unavailable
-    from rnnsearch.training.optimizers import make_optimizer
-
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
     keep_freed_memory()  # as every stage does (cli.main); this also runs in a spawned process
@@ -229,8 +228,6 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
 def _timed_updates(model, optimizer, b, warmup: int, steps: int, what: str, bf16: bool = False) -> list[float]:
     """Seconds of each of `steps` updates on batch `b` after `warmup` untimed ones (App. B.2's update: forward,
     backward, clipping at 1, optimizer step); with `bf16`, the forward pass under bf16 autocast."""
-    from rnnsearch.training.graphs import update
-
     def one():
         optimizer.zero_grad(set_to_none=True)
         update(model, optimizer, b, bf16)
@@ -256,10 +253,6 @@ def run_bench_scaling(setup: Setup, archs: list[str], lengths: list[int], steps:
     """Time and peak memory of one training update against sentence length, per model, each point in a fresh
     process. A quadratic t(L) = t0 + t1·L + t2·L² is fitted per model: RNNsearch's attention costs Tx·Ty per
     sentence (every target position reads every source annotation), RNNencdec's fixed context does not."""
-    import tempfile
-
-    import numpy as np
-
     size, batch, threads = setup.size, setup.batch, setup.threads
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -291,8 +284,6 @@ def _scaling_figure(runs: list[dict], archs: list[str], size: str, batch: int, p
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rnnsearch.textio import atomic_path
-
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 3.8))
     for arch in archs:
         pts = sorted((r["length"], r["seconds_per_update"], r["peak_rss_mb"]) for r in runs if r["arch"] == arch)
@@ -314,11 +305,6 @@ def _scaling_figure(runs: list[dict], archs: list[str], size: str, batch: int, p
 def run_bench_summary(train: list[str], scaling: str, peer: str | None, out: str) -> str:
     """results/bench/summary.md: the training benchmarks at fixed size, the length scaling and the side-by-side
     table with JoeyNMT, from the JSON files of one `snakemake bench` run."""
-    import json
-    from pathlib import Path
-
-    from rnnsearch.textio import atomic_path
-
     runs = [json.loads(Path(p).read_text()) for p in train]
     m = runs[0]["machine"]
     lines = ["# Benchmarks", "", f"Machine: {m['processor']}, {m['cpus']} CPUs, torch {m['torch']}. Every figure below "

@@ -1,5 +1,5 @@
-"""Triton kernels for one step of the recurrences of App. A.2 on a GPU (`fused_gpu.py` runs them), and Adadelta's
-step (`training/optimizers.py`).
+"""Triton kernels for one step of the recurrences of App. A.2 on a GPU (`fused_gpu.py` runs them); the loss's and
+Adadelta's kernels are beside what they speed up (training/loss_kernels.py, training/optimizers.py).
 
 On a GPU the recurrence is bound by the number of kernels, not their work: the autograd-free loop of `fused.py`
 launches some 24 small kernels per target position forward and 36 backward (docs/benchmarks.md). Here each
@@ -272,19 +272,6 @@ if triton is not None:
         tl.store(DAN + d * nt_d + b * nt_b + cols, da_n, mask=ok)
         tl.store(DH_out + (d * rows + b) * N + cols, gh * z, mask=ok)
 
-    @triton.jit
-    def _adadelta(P, G, SA, AD, LR, numel, rho, eps, LR_TENSOR: tl.constexpr, BLOCK: tl.constexpr):
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        ok = i < numel
-        g = tl.load(G + i, mask=ok, other=0).to(tl.float32)
-        square_avg = tl.load(SA + i, mask=ok, other=0) * rho + (1 - rho) * g * g
-        delta = tl.sqrt(tl.load(AD + i, mask=ok, other=0) + eps) / tl.sqrt(square_avg + eps) * g
-        acc_delta = tl.load(AD + i, mask=ok, other=0) * rho + (1 - rho) * delta * delta
-        lr = tl.load(LR) if LR_TENSOR else LR
-        tl.store(SA + i, square_avg, mask=ok)
-        tl.store(AD + i, acc_delta, mask=ok)
-        tl.store(P + i, tl.load(P + i, mask=ok, other=0) - lr * delta, mask=ok)
-
 
 def _tile(Tx: int, *widths: int) -> tuple[int, ...]:
     """Rows BT ≥ Tx (a power of 2) and, for each width, the columns of a program's (BT, ·) tile."""
@@ -372,15 +359,6 @@ def encoder_backward(DOUT, DH1, DH2, RZ, Nt, Gn, H, DG, DG_lp, DAN, DH_out):
         DG.stride(1), DG_lp, DAN, DH_out, rows, N, DH1 is not None, H is not None, BLOCK=BLOCK)
 
 
-def adadelta_step(param, grad, square_avg, acc_delta, lr, rho: float, eps: float):
-    """Adadelta's update of one contiguous float32 parameter in one kernel (torch.optim.Adadelta's equations):
-        E[g²] ← ρ E[g²] + (1 − ρ) g²,  Δ = √(E[Δ²] + ε) / √(E[g²] + ε) · g,  E[Δ²] ← ρ E[Δ²] + (1 − ρ) Δ²,  θ ← θ − lr Δ
-    `lr` a float or a one-element tensor on the parameter's device (a CUDA graph's)."""
-    numel, block = param.numel(), 1024
-    lr_tensor = isinstance(lr, torch.Tensor)
-    _adadelta[(triton.cdiv(numel, block),)](param, grad, square_avg, acc_delta, lr, numel, rho, eps, lr_tensor,
-                                            BLOCK=block)
-
 def usable(x: torch.Tensor) -> bool:
     """Whether these kernels can run on x's device (a GPU with Triton, or Triton's interpreter on the CPU)."""
     if triton is None or os.environ.get("RNNSEARCH_TRITON", "1") == "0":
@@ -388,5 +366,5 @@ def usable(x: torch.Tensor) -> bool:
     return x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
 
 
-__all__ = ["adadelta_step", "attend_backward", "attend_forward", "encoder_backward", "encoder_forward",
+__all__ = ["attend_backward", "attend_forward", "encoder_backward", "encoder_forward",
            "gru_backward", "gru_forward", "usable"]

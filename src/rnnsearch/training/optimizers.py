@@ -1,6 +1,5 @@
 """The optimizers: `make_optimizer` (the paper's Adadelta or Adam). Adadelta (App. B.2: ρ = 0.95, ε = 10⁻⁶) as
-torch.optim.Adadelta, with its step on a GPU one Triton kernel per
-parameter (`triton_kernels.adadelta_step`).
+torch.optim.Adadelta, with its step on a GPU one Triton kernel per parameter (`adadelta_step`).
 
 torch's Adadelta runs each of its eight element-wise operations over all parameters in turn (foreach kernels):
 at the paper's size (80 million parameters) about 3 ms of an update of 20 on an H100, reading and writing the
@@ -15,6 +14,33 @@ import torch
 
 from rnnsearch.model import triton_kernels
 
+triton = triton_kernels.triton
+if triton is not None:
+    import triton.language as tl
+
+    @triton.jit
+    def _adadelta(P, G, SA, AD, LR, numel, rho, eps, LR_TENSOR: tl.constexpr, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        ok = i < numel
+        g = tl.load(G + i, mask=ok, other=0).to(tl.float32)
+        square_avg = tl.load(SA + i, mask=ok, other=0) * rho + (1 - rho) * g * g
+        delta = tl.sqrt(tl.load(AD + i, mask=ok, other=0) + eps) / tl.sqrt(square_avg + eps) * g
+        acc_delta = tl.load(AD + i, mask=ok, other=0) * rho + (1 - rho) * delta * delta
+        lr = tl.load(LR) if LR_TENSOR else LR
+        tl.store(SA + i, square_avg, mask=ok)
+        tl.store(AD + i, acc_delta, mask=ok)
+        tl.store(P + i, tl.load(P + i, mask=ok, other=0) - lr * delta, mask=ok)
+
+
+def adadelta_step(param, grad, square_avg, acc_delta, lr, rho: float, eps: float):
+    """Adadelta's update of one contiguous float32 parameter in one kernel (torch.optim.Adadelta's equations):
+        E[g²] ← ρ E[g²] + (1 − ρ) g²,  Δ = √(E[Δ²] + ε) / √(E[g²] + ε) · g,  E[Δ²] ← ρ E[Δ²] + (1 − ρ) Δ²,  θ ← θ − lr Δ
+    `lr` a float or a one-element tensor on the parameter's device (a CUDA graph's)."""
+    numel, block = param.numel(), 1024
+    lr_tensor = isinstance(lr, torch.Tensor)
+    _adadelta[(triton.cdiv(numel, block),)](param, grad, square_avg, acc_delta, lr, numel, rho, eps, lr_tensor,
+                                            BLOCK=block)
+
 
 class Adadelta(torch.optim.Adadelta):
     @torch.no_grad()
@@ -26,7 +52,7 @@ class Adadelta(torch.optim.Adadelta):
             self._init_group(group, params, grads, square_avgs, acc_deltas, steps)
             for p, g, square_avg, acc_delta, step in zip(params, grads, square_avgs, acc_deltas, steps):
                 step += 1
-                triton_kernels.adadelta_step(p, g, square_avg, acc_delta, group["lr"], group["rho"], group["eps"])
+                adadelta_step(p, g, square_avg, acc_delta, group["lr"], group["rho"], group["eps"])
         return None
 
     @staticmethod

@@ -8,6 +8,8 @@ from torch.nn import functional as F
 
 from rnnsearch.data.batching import Batch, sequential_batches
 from rnnsearch.data.vocab import PAD_ID, Vocab
+from rnnsearch.decoding.search import translate_ids
+from rnnsearch.evaluation.score import tokenized_bleu
 from rnnsearch.model import triton_kernels
 from rnnsearch.training.loss_kernels import summed_nll
 
@@ -40,9 +42,6 @@ def validate(model, dev_src: list[list[int]], dev_tgt: list[list[int]], dev_src_
     """Dev NLL per sentence and per word, tokenized dev BLEU of greedy (beam 1) or beam decoding with the output
     limit `max_len` (a, b: a × source length + b), and a few sample translations (source, reference, output) for
     the log."""
-    from rnnsearch.decoding.search import translate_ids
-    from rnnsearch.evaluation.score import tokenized_bleu
-
     nll = evaluate_nll(model, dev_src, dev_tgt, device)
     model.eval()
     hyps = translate_ids(model, dev_src, beam=beam, batch_size=80, max_len_a=max_len[0], max_len_b=max_len[1],

@@ -19,7 +19,12 @@ from collections import Counter
 import torch
 
 from rnnsearch.bench.data import peak_rss_mb
-from rnnsearch.bench.speed import TRAIN_SIZES, Setup, machine, set_tf32, synchronizer
+from rnnsearch.bench.peer import fixed_length
+from rnnsearch.bench.speed import Setup, TRAIN_SIZES, machine, set_tf32, synchronizer
+from rnnsearch.data.vocab import build_vocab
+from rnnsearch.decoding.search import translate_ids
+from rnnsearch.model import build_model
+from rnnsearch.runtime import resolve_device
 from rnnsearch.textio import InputError, read_lines, write_json_atomic
 
 log = logging.getLogger("rnnsearch.bench")
@@ -27,12 +32,6 @@ log = logging.getLogger("rnnsearch.bench")
 
 def run_bench_search(setup: Setup, src: str, ref: str, beams: list[int], out: str) -> dict:
     """Sentences/s of greedy (beam 1) and beam search over the sentences of `src`, outputs `ref`'s mean length."""
-    from rnnsearch.bench.peer import fixed_length
-    from rnnsearch.data.vocab import build_vocab
-    from rnnsearch.decoding.search import translate_ids
-    from rnnsearch.model import build_model
-    from rnnsearch.runtime import resolve_device
-
     arch, size, batch, threads, device_name, seed, precision = astuple(setup)
     if precision not in ("fp32", "tf32"):
         raise InputError(f"--precision {precision!r}: expected fp32 or tf32 (decoding has no bf16 path)")

@@ -1,7 +1,7 @@
 """One stage record and its parts: `Stage` (a `rnnsearch <stage>` command: its help, function, arguments and
 the params keys it reads), `Arg` (one command-line argument), `Params` (what a stage is given of params.yaml).
-The records themselves are in `rnnsearch.stages` (the pipeline) and `rnnsearch.bench.stages` (benchmarks and
-the JoeyNMT experiment).
+The records themselves are in `rnnsearch.commands.pipeline` (the pipeline) and `rnnsearch.commands.benchmarks`
+(benchmarks and the JoeyNMT experiment).
 
 The stage's function is its interface: `Stage.bind` passes each of its parameters by name, from the command-line
 argument of that name (`--src-vocab` → `src_vocab`), from the params key the record maps it to (`settings`), or,

@@ -1,12 +1,12 @@
-"""The benchmarks' stage records (not part of the default run) and the JoeyNMT experiment's: see
-`rnnsearch.stages` for the pipeline's and what a record is."""
+"""The benchmarks' records (not part of the default run) and the JoeyNMT experiment's: see
+rnnsearch.commands.pipeline for the pipeline's and rnnsearch.commands.record for what a record is."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from rnnsearch.stage import Stage, arg, at_least, required
+from rnnsearch.commands.record import Stage, arg, at_least, required
 
 _BENCH_MODEL = (
     arg("--size", default="paper", choices=["paper", "bench"], help="paper: App. A; bench: the peer's"),
@@ -33,7 +33,7 @@ def _system(spec: str) -> tuple[str, str, str]:
     return tuple(spec.split("="))
 
 
-BENCH_STAGES: tuple[Stage, ...] = (
+BENCHMARKS: tuple[Stage, ...] = (
     Stage("bench-decode", "benchmark: greedy and beam decoding speed of a trained model (not part of `all`)",
           "rnnsearch.bench.speed:run_bench_decode",
           (*required({"--checkpoint": "a trained model", "--src": "the tokenized sentences to decode",
@@ -45,7 +45,7 @@ BENCH_STAGES: tuple[Stage, ...] = (
           (*_BENCH_UPDATE, arg("--graph", action="store_true", help="CUDA: the update captured in a CUDA graph and "
                                "replayed (checked against the eager update)")), params=False, runs_model=True),
     Stage("bench-search", "benchmark: greedy and beam search speed of a model size (random weights, every output "
-          "the reference's mean length) on a tokenized test set", "rnnsearch.bench.search:run_bench_search",
+          "the reference's mean length) on a tokenized test set", "rnnsearch.bench.search_speed:run_bench_search",
           (*(x for x in _BENCH_MODEL if x.flags[0] != "--steps"),
            *required({"--src": "the tokenized source sentences", "--ref": "their tokenized references (the length)"}),
            arg("--arch", default="rnnsearch", choices=_ARCHS, help="the model's preset"),
@@ -95,7 +95,7 @@ BENCH_STAGES: tuple[Stage, ...] = (
            arg("--work", help="a folder for the corpora (several GB at 4M pairs; default: scale-work beside --out)")),
           params=False),
     Stage("bench-explorer", "benchmark: the explorer page at the paper's scale (generated: 3,003 sentences, 5 "
-          "models): its size, build time and load time in headless Chromium", "rnnsearch.bench.explorer:run_bench_explorer",
+          "models): its size, build time and load time in headless Chromium", "rnnsearch.bench.explorer_load:run_bench_explorer",
           (arg("--sentences", type=at_least(1), default=3003, help="test sentences (newstest2014: 3,003)"),
            arg("--loads", type=at_least(1), default=3, help="page loads timed in Chromium (the median is reported)"),
            arg("--seed", type=int, default=1234, help="seed of the generated text and attention"),

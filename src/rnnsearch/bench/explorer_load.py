@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rnnsearch.evaluation.explorer import TestText, run_explorer
 from rnnsearch.runtime import cpu_name
 from rnnsearch.textio import write_json_atomic
 
@@ -78,8 +79,6 @@ def _load_ms(chrome: str, page: Path, line: int) -> int:
 
 
 def run_bench_explorer(sentences: int, loads: int, seed: int, out: str) -> dict:
-    from rnnsearch.evaluation.explorer import TestText, run_explorer
-
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         scores = generate(d, sentences, seed)

@@ -1,22 +1,14 @@
-"""The stage registry: one record per `rnnsearch <stage>` command, the one place a stage is declared.
-
-A record (`rnnsearch.stage.Stage`) names the stage, its help, the function it runs (imported only when it runs),
-its command-line arguments, the params keys it reads, and how its arguments and params are passed to the
-function. `cli.py` builds the parser from it; the Snakemake rules and `dvc.yaml` take each stage's params
-(`stage_params`: a change of a value it reads reruns exactly its jobs) and source files (`stage_code`: the import
-closure of its module). The pipeline's stages are here, the benchmarks' and the JoeyNMT experiment's in
-`rnnsearch.bench.stages`. A new stage is one record and one rule in `workflow/rules/`.
+"""The pipeline's stages and tools, one record each (rnnsearch.commands.record.Stage): the one place a stage is
+declared. The benchmarks' and the JoeyNMT experiment's records are in rnnsearch.commands.benchmarks; a new stage is
+one record here and one rule in `workflow/rules/` (docs/contributing.md).
 """
 
 from __future__ import annotations
 
-from rnnsearch.bench.stages import BENCH_STAGES
-from rnnsearch.closure import PACKAGE, REPO, import_closure
 from rnnsearch.decoding.user import UserOptions
-from rnnsearch.stage import Arg, Params, Stage, arg, at_least, name_value, required
+from rnnsearch.commands.record import Stage, arg, at_least, name_value, required
 from rnnsearch.textio import EXIT_INTERRUPTED
 
-__all__ = ["Arg", "Params", "Stage", "STAGES", "BY_NAME", "stage_code", "stage_of_rule"]
 
 
 _REPLICATED = dict(nargs="+", required=True,
@@ -28,7 +20,7 @@ _TEST = {"--src": "the tokenized test source", "--ref": "the tokenized test refe
          "--src-vocab": "the source shortlist (vocab stage)", "--tgt-vocab": "the target shortlist (vocab stage)"}
 _USER = "translating your own sentences (no --out-dir): "
 
-STAGES: tuple[Stage, ...] = (
+PIPELINE: tuple[Stage, ...] = (
     # 0-4: data (rnnsearch.data)
     Stage("download", "0. fetch one file of the downloaded data.source (resumed, retried, checked against what "
           "the source records)", "rnnsearch.data.corpus:fetch",
@@ -84,7 +76,7 @@ STAGES: tuple[Stage, ...] = (
                     "--src-vocab": "the source shortlist", "--tgt-vocab": "the target shortlist",
                     "--out": "the prefix of the files written: PREFIX.src.bin, .tgt.bin, .idx, .json"})),
     Stage("data-report", "9. the data report: pairs and words after each step, length histograms, shortlist "
-          "coverage", "rnnsearch.data.report:run_data_report",
+          "coverage", "rnnsearch.data.data_report:run_data_report",
           (*required({"--corpus": "the corpus stage's JSON", "--tok-dir": "the folder of tokenized text",
                       "--vocab-dir": "the folder of the shortlists", "--out-md": "the report (Markdown)",
                       "--out-json": "its numbers (JSON)", "--out-png": "its length histograms"}),
@@ -202,7 +194,6 @@ STAGES: tuple[Stage, ...] = (
            arg("--out", required=True, help="the report (Markdown)")),
           settings={"config": ("seed", "replicates", "data", "tokenize", "vocab", "model", "models", "train",
                                "decode", "score", "aer", "figures")}),
-    *BENCH_STAGES,
     # tools
     Stage("check-params", "validate params.yaml (and overlays) and print the merged result",
           "rnnsearch.config:print_params",
@@ -215,22 +206,3 @@ STAGES: tuple[Stage, ...] = (
            arg("--check", action="store_true", help="fail if dvc.yaml differs from what would be written")),
           params=False, log=False),
 )
-
-BY_NAME = {s.name: s for s in STAGES}
-
-
-def stage_of_rule(rule: str) -> Stage | None:
-    """The stage a Snakemake rule runs (None for rules that run no stage)."""
-    for s in STAGES:
-        if rule in (s.rules or (s.name.replace("-", "_"),)):
-            return s
-    return None
-
-
-def stage_code(name: str) -> list[str]:
-    """The source files of a stage, as paths from the repository root: the rules list them as inputs, so that
-    editing one reruns the stage (under Snakemake by modification time, under DVC by content). The command-line
-    layer (cli.py, stages.py) only parses arguments and is not listed."""
-    stage = BY_NAME[name]
-    files = import_closure(stage.module) + [PACKAGE / s for s in stage.scripts]
-    return [str(f.relative_to(REPO)) for f in sorted(set(files))]

@@ -14,6 +14,7 @@ Every count is read from the stage statistics or streamed from the files, so the
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,8 +205,6 @@ def _cut(histograms: dict, split: str, langs: tuple[str, str]) -> str:
 
 
 def _markdown(report: dict, src: str, tgt: str, png: Path, md: Path) -> str:
-    import os
-
     lines = ["# Data report", "", "## Sentence pairs and words after each step", "",
              f"| step | pairs | {src} words | {tgt} words | dropped | why |", "|---|---:|---:|---:|---:|---|"]
     for r in report["steps"]:
