@@ -85,8 +85,6 @@ def torchrun_json(processes: int, module: str, *args) -> dict:
 def projection(devices: int, parameters: int | None = None) -> dict:
     """All-reduce volume of one paper-size RNNsearch update and the speed-up bounds on `devices` GPUs per link."""
     if parameters is None:
-        from rnnsearch.model import build_model
-
         sizes = {k: v for k, v in TRAIN_SIZES["paper"].items() if k != "vocab"}
         K = TRAIN_SIZES["paper"]["vocab"] + 3
         with torch.device("meta"):  # the shapes only
