@@ -1,5 +1,6 @@
-# The shared start of tests/gpu-check.sh and tests/gpu-dp-check.sh, sourced after `cd` to the repository root with
-# `out` set: the wheels of .whl/ installed into a private folder, the code run from src/, the device named in
+# The shared start of the tests/gpu-*.sh scripts, sourced after `cd` to the repository root with `out` set: the
+# wheels of .whl/ installed into a private folder whose bin/ (their commands: snakemake, ...) goes on PATH, the code
+# run from src/ with an `rnnsearch` command there too (the project need not be installed), the device named in
 # OUT/device.txt (exit 1 where torch sees no CUDA GPU), and `step` and `pack` (see gpu-check.sh's header).
 mkdir -p "$out"
 site=$(mktemp -d)
@@ -7,6 +8,12 @@ if compgen -G ".whl/*.whl" > /dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/*.whl || exit
 fi
 export PYTHONPATH="$PWD/src:$site" PYTHONUNBUFFERED=1
+mkdir -p "$site/bin"
+if ! command -v rnnsearch > /dev/null; then  # what `pip install -e .` would put on PATH
+    printf '#!/bin/sh\nexec python3 -m rnnsearch.cli "$@"\n' > "$site/bin/rnnsearch"
+    chmod +x "$site/bin/rnnsearch"
+fi
+export PATH="$site/bin:$PATH"
 python3 -c 'import sys, torch
 torch.cuda.is_available() or sys.exit(f"no CUDA GPU visible to torch {torch.__version__}")
 print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}")' | tee "$out/device.txt"

@@ -335,16 +335,21 @@ def test_the_cluster_time_table_agrees_with_paper_yaml_and_the_rehearsal():
     assert train["mem_mb"] >= 3 * peak("train", "peak_rss_mb")
     assert decode["mem_mb"] >= 3 * peak("translate", "peak_rss_mb")
     assert decode["runtime"] * 60 >= 10 * peak("translate", "seconds")
-    bound = project(measured["trainings"], measured["decoding"], config, {"rnnsearch": 0.016, "rnnencdec": 0.008})["models"]
-    rows = re.findall(r"^\| (RNN\w+-\d+\*?) \| ([\d,]+) \| ([\d.]+) s \| ([\d.]+) h \|$", cluster, re.M)
-    assert len(rows) == 5, rows  # the bf16 bound on one H100 (docs/benchmarks.md's graphed updates of 50 words)
-    for label, updates, per_update, hours in rows:
-        name = label.lower().replace("*", "-star")
-        assert int(updates.replace(",", "")) == bound[name].get("trains", bound[name]["budget"])
-        assert 1 / float(per_update) == pytest.approx(bound[name]["updates_per_s"]), label
-        assert float(hours) == bound[name]["hours"], label
-    total = round(sum(m["hours"] for m in bound.values()), 1)
-    assert f"at most **{total} hours**" in cluster
+    # the bf16 rehearsal on one H100, projected with today's paper.yaml, at its budgets and at Table 2's updates
+    h100 = json.loads((REPO / "docs" / "bench" / "rehearsal-bf16-h100-2026-11-27.json").read_text(encoding="utf-8"))
+    assert h100["machine"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    bf16 = project(h100["trainings"], h100["decoding"], config)
+    rows = re.findall(r"^\| (RNN\w+-\d+\*?) \| ([\d,]+) \| ([\d.]+) updates/s \| ([\d.]+) h \| ([\d.]+) h \|$",
+                      cluster, re.M)
+    assert len(rows) == 5, rows
+    for label, updates, rate, hours, table2 in rows:
+        m = bf16["models"][label.lower().replace("*", "-star")]
+        assert int(updates.replace(",", "")) == m.get("trains", m["budget"]), label
+        assert float(rate) == round(m["updates_per_s"], 1) and float(hours) == m["hours"], label
+        assert float(table2) == m.get("table2_hours", m["hours"]), label
+    assert f"**{bf16['one_device_hours']} hours** to RNNsearch-50*'s full budget, **" \
+           f"{bf16['table2_one_device_hours']} hours** at Table 2's updates" in " ".join(cluster.split())
+    assert f"{bf16['one_model_per_device_hours']} and {bf16['table2_one_model_per_device_hours']} hours" in cluster
     assert config["train"]["precision"] == "bf16" or "In bf16" not in cluster  # the page follows paper.yaml
     asks = f"{train['runtime'] / 60:g} hours (`runtime: {train['runtime']}`), at most " \
            f"{train['attempts']} jobs in a chain"

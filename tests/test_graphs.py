@@ -50,7 +50,7 @@ def test_cuda_graphs_run_where_they_can_and_true_is_an_error_elsewhere():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert graphs_wanted("auto", gru, cuda, 1) and graphs_wanted(True, gru, cuda, 1)
     assert not any(graphs_wanted(s, m, d, p) for s, m, d, p in [
-        ("auto", gru, cpu, 1), ("auto", lstm, cuda, 1), ("auto", gru, cuda, 2), (False, gru, cuda, 1)])
+        ("auto", gru, cpu, 1), ("auto", lstm, cuda, 1), ("auto", lstm, cuda, 2), (False, gru, cuda, 1)])
     with pytest.raises(InputError, match=r"train.cuda_graphs: true, but a CUDA graph needs a CUDA device, and this "
                                          r"model is on the CPU; set it to auto or false"):
         graphs_wanted(True, gru, cpu, 1)

@@ -128,14 +128,16 @@ def test_the_flat_buffer_holds_every_gradient_and_backward_adds_into_it():
     assert not flat.attached()
 
 
-def test_cuda_graphs_with_several_processes_run_only_when_asked():
-    """auto keeps one process's graphs (several processes stay on eager DDP until a GPU has checked the phased
-    graphs); true asks for them on CUDA; and the CPU still refuses true."""
+def test_auto_picks_the_data_parallel_graphs_for_several_cuda_processes():
+    """auto replays the phased graphs with several processes on CUDA (checked on an H100: tests/gpu-dp-check.sh),
+    as it replays one process's; eager DDP where graphs cannot run (the CPU, an LSTM encoder) and with false; and
+    true is refused where they cannot run."""
     gru, _ = model_and_batch("rnnsearch", {})
     lstm, _ = model_and_batch("luong", {})
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert graphs_wanted(True, gru, cuda, 2) and graphs_wanted(True, gru, cuda, 8)
-    assert not graphs_wanted("auto", gru, cuda, 2) and graphs_wanted("auto", gru, cuda, 1)
+    assert all(graphs_wanted(s, gru, cuda, p) for s in ("auto", True) for p in (1, 2, 8))
+    assert not any(graphs_wanted(s, m, d, 2) for s, m, d in [("auto", gru, cpu), ("auto", lstm, cuda),
+                                                              (False, gru, cuda)])
     with pytest.raises(InputError, match="true, but a CUDA graph needs a CUDA device"):
         graphs_wanted(True, gru, cpu, 2)
     with pytest.raises(InputError, match="true, but the LSTM encoder runs as a packed sequence"):

@@ -79,6 +79,12 @@ def test_the_projection_counts_a_continued_models_own_updates_after_its_parent()
     parent = result["models"]["rnnsearch-50"]["hours"]
     assert parent == round((288_000 / 40 + 28 * 6.0 + 20) / 3600, 2)
     assert result["one_model_per_device_hours"] == round(parent + star["hours"], 2)  # the star waits for its parent
+    # Table 2's 6.67 × 10⁵ updates of RNNsearch-50*: 379,000 after its parent's, beside the budget's figures
+    assert (star["table2_updates"], star["table2_trains"]) == (667_000, 379_000)
+    assert star["table2_hours"] == round((379_000 / 40 + 37 * 6.0) / 3600, 2) < star["hours"]
+    assert "table2_hours" not in result["models"]["rnnsearch-50"]  # its budget is Table 2's
+    assert result["table2_one_device_hours"] == round(parent + star["table2_hours"], 2)
+    assert result["table2_one_model_per_device_hours"] == result["table2_one_device_hours"]
     fixed = rehearsal.projection({"rnnsearch-50": measured}, {}, paper, {"rnnsearch": 0.016})["models"]["rnnsearch-50"]
     assert fixed["updates_per_s"] == 62.5 and fixed["hours"] == round((288_000 * 0.016 + 28 * 6.0) / 3600, 2)
 

@@ -234,12 +234,19 @@ def figure(x: float) -> float:
     return float(f"{float(x):.4g}")
 
 
+# The paper's Table 2: the updates each model trained. RNNsearch-50*'s 6.67 × 10⁵ is where early stopping ended it;
+# paper.yaml gives it a budget of 10⁶, which early stopping may cut short.
+TABLE2_UPDATES = {"rnnencdec-30": 846_000, "rnnsearch-30": 471_000, "rnnencdec-50": 600_000, "rnnsearch-50": 288_000,
+                  "rnnsearch-50-star": 667_000}
+
+
 def projection(trainings: dict, decoding: dict, paper: dict, update_seconds: dict | None = None) -> dict:
     """The paper's full run from the measured rates: each model's paper.yaml budget at its steady rate (a model
     that continues another: only the updates after its parent's), a validation every train.validate_every at its
-    measured time, and its translation job as measured. With one device per model, a continued model's chain
-    (parent, then it) is the longest wait. `update_seconds` (arch → seconds per update) replaces the measured
-    rates, e.g. by another device's or precision's (docs/cluster.md)."""
+    measured time, and its translation job as measured; where Table 2's updates differ from the budget
+    (RNNsearch-50*, which early stopping ended at 6.67 × 10⁵), the hours at Table 2's updates too (`table2_*`).
+    With one device per model, a continued model's chain (parent, then it) is the longest wait. `update_seconds`
+    (arch → seconds per update) replaces the measured rates, e.g. by another device's or precision's."""
     every = paper["train"]["validate_every"]
     models = {}
     for m, t in trainings.items():
@@ -251,21 +258,41 @@ def projection(trainings: dict, decoding: dict, paper: dict, update_seconds: dic
             models[m] = {"budget": budget, "hours": None, "why": "no steady rate or validation was measured"}
             continue
         validation = figure(np.median(t["validation_seconds"]))
-        seconds = own / t["updates_per_s"] + own // every * validation + decoding.get(m, {}).get("seconds", 0)
+
+        def hours(updates: int) -> float:
+            seconds = updates / t["updates_per_s"] + updates // every * validation
+            return round((seconds + decoding.get(m, {}).get("seconds", 0)) / 3600, 2)
+
         models[m] = {"budget": budget, **({"continues": parent, "trains": own} if parent else {}),
                      "updates_per_s": t["updates_per_s"], "validation_seconds": validation,
-                     "validations": own // every, "hours": round(seconds / 3600, 2)}
-    hours = {m: x["hours"] for m, x in models.items() if x["hours"] is not None}
-    every_model = len(hours) == len(models) and hours
-    def chain(m: str) -> float:  # a model's hours after those of the models it continues
-        return hours[m] + (chain(models[m]["continues"]) if models[m].get("continues") in hours else 0)
-
-    return {"validate_every": every, "models": models, "devices": len(models),
-            "one_device_hours": round(sum(hours.values()), 2) if every_model else None,
-            "one_model_per_device_hours": round(max(map(chain, hours)), 2) if every_model else None,
+                     "validations": own // every, "hours": hours(own)}
+        table2 = TABLE2_UPDATES.get(m, budget)
+        if table2 != budget:
+            table2_own = own - (budget - table2)  # its parent's updates are the same either way
+            models[m].update(table2_updates=table2, table2_trains=table2_own, table2_hours=hours(table2_own))
+    return {"validate_every": every, "models": models, "devices": len(models), **_totals(models),
             "note": f"on this machine's device (machine.gpu, else its CPU): one device trains and translates the "
                     f"models one after the other, {len(models)} devices one model each (a continued model after "
-                    "its parent); data preparation, scoring and queueing are not included"}
+                    "its parent); data preparation, scoring and queueing are not included; table2_*: with Table 2's "
+                    "updates where they differ from paper.yaml's budget"}
+
+
+def _totals(models: dict) -> dict:
+    """The projection's hours on one device and with one device per model, at the budgets and at Table 2's
+    updates; None where a model has no hours."""
+    if not models or any(x["hours"] is None for x in models.values()):
+        return {k: None for k in ("one_device_hours", "one_model_per_device_hours", "table2_one_device_hours",
+                                  "table2_one_model_per_device_hours")}
+    out = {}
+    for prefix, key in (("", "hours"), ("table2_", "table2_hours")):
+        hours = {m: x.get(key, x["hours"]) for m, x in models.items()}
+
+        def chain(m: str) -> float:  # a model's hours after those of the models it continues
+            return hours[m] + (chain(models[m]["continues"]) if models[m].get("continues") in hours else 0)
+
+        out[f"{prefix}one_device_hours"] = round(sum(hours.values()), 2)
+        out[f"{prefix}one_model_per_device_hours"] = round(max(map(chain, hours)), 2)
+    return out
 
 
 @dataclass(frozen=True)

@@ -67,12 +67,12 @@ def unavailable(model, device: torch.device) -> str | None:
 
 
 def graphs_wanted(setting: str | bool, model, device: torch.device, processes: int) -> bool:
-    """`train.cuda_graphs` resolved: auto where graphs are the proven choice (a CUDA device, one process, a GRU
-    encoder); true also with several data-parallel processes (`parallel_graphs`, opt-in until a GPU has checked
-    it) and an InputError where graphs cannot run; false never."""
+    """`train.cuda_graphs` resolved: auto wherever graphs can run (a CUDA device and a GRU encoder; with several
+    data-parallel processes, `parallel_graphs`, which one H100 checked on 2026-11-27: docs/cluster.md), true
+    likewise and an InputError where graphs cannot run; false never. `processes` does not change the answer."""
     reason = unavailable(model, device)
     if setting == "auto":
-        return reason is None and processes == 1
+        return reason is None
     if setting and reason:
         raise InputError(f"train.cuda_graphs: true, but {reason}; set it to auto or false")
     return bool(setting)
