@@ -4,6 +4,13 @@ On the CPU these run only under Triton's interpreter (TRITON_INTERPRET=1 with Tr
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -92,3 +99,25 @@ def test_the_loss_kernels_give_torchs_summed_nll_and_gradient(device, dtype):
     torch.testing.assert_close(losses[0], losses[1], rtol=1e-6, atol=1e-4)
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-2)
     assert grads[0][[2, 6]].abs().sum() == 0 and grads[0][4, -1] < 0
+
+
+@pytest.mark.slow
+def test_the_kernels_under_tritons_interpreter_give_the_autograd_results():
+    """Where Triton is installed but no GPU is used (the CPU wheel of torch comes without Triton), the kernels run
+    under Triton's interpreter (TRITON_INTERPRET=1, set before Triton is imported, hence a process of its own):
+    test_fused.py's comparisons on the CPU (fp32 and bf16, padded rows, sentences of 1 and 50 words) and this
+    file's, the fused path then running every kernel of model/triton_kernels.py. (The encoder's float64
+    finite-difference checks stay out: the kernels compute in float32.)"""
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed (`pip install triton` runs the kernels here under its interpreter)")
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("already under Triton's interpreter: the other tests here run the kernels")
+    tests = Path(__file__).parent
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rs",
+                        "-n", "0", "-m", "not cuda and not slow", "-k", "not finite_differences",
+                        str(tests / "test_fused.py"), str(tests / "test_triton.py")],
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "do not run on cpu" not in p.stdout, p.stdout[-3000:]  # no kernel test skipped for want of the kernels
+    assert int(re.search(r"(\d+) passed", p.stdout).group(1)) >= 15, p.stdout[-1000:]

@@ -1,8 +1,9 @@
 """Where one training update's time goes, measured before anything is made faster.
 
 `rnnsearch bench-profile` runs App. B.2's update (forward, backward, clipping at 1, Adadelta) on the training
-benchmark's random batch (`bench-train`'s sizes and precisions), first `steps` updates timed plainly, then
-`steps` more under torch.profiler, and reports per update:
+benchmark's random batch (`bench-train`'s sizes and precisions), eagerly or (`--graph`, CUDA) replayed from the
+CUDA graph that training replays, first `steps` updates timed plainly, then `steps` more under torch.profiler, and
+reports per update:
 
 - operations: the GPU kernels launched, memory copies and sets included (CUDA), or the aten operators with no
   operator inside them (CPU); each costs at least one launch;
@@ -30,7 +31,9 @@ from pathlib import Path
 import torch
 
 from rnnsearch.bench.flops import train_flops
+from rnnsearch.bench.graph_check import graphed_update
 from rnnsearch.bench.speed import (
+    _timed,
     _timed_updates,
     bench_update_setup,
     gemm_peak_gflops,
@@ -120,20 +123,28 @@ def trace_breakdown(trace: dict, cuda: bool, updates: int) -> dict:
             "gemm_seconds_per_update": union_seconds(gemm) / updates, "top_operations": top}
 
 
-def run_bench_profile(setup: Setup, length: int, steps: int, out: str) -> dict:
-    """Profile of one training update of `setup.arch` at `setup.size` (see the module docstring); writes `out`
-    (JSON) and `<out>.trace.json`."""
+def run_bench_profile(setup: Setup, length: int, steps: int, out: str, graph: bool = False) -> dict:
+    """Profile of one training update of `setup.arch` at `setup.size` (see the module docstring), eager or with
+    `graph` replayed from a CUDA graph; writes `out` (JSON) and `<out>.trace.json`."""
     from torch.profiler import ProfilerActivity, profile
 
     arch, size, batch, threads, device_name, seed, precision = astuple(setup)
-    model, optimizer, b, K = bench_update_setup(arch, size, batch, length, threads, device_name, seed, precision)
+    model, optimizer, b, K = bench_update_setup(arch, size, batch, length, threads, device_name, seed, precision,
+                                                graph)
     device, bf16 = b.x.device, precision == "bf16"
     cuda = device.type == "cuda"
-    what = f"{arch} {size} {precision}"
-    plain = _timed_updates(model, optimizer, b, 2, steps, what, bf16)
+    what = f"{arch} {size} {precision}{' graph' if graph else ''}"
+    replay = graphed_update(model, optimizer, b, bf16) if graph else None
+
+    def timed(warmup: int, what: str) -> list[float]:
+        if replay is not None:
+            return _timed(replay.replay, warmup, steps, what, synchronizer(device.type))
+        return _timed_updates(model, optimizer, b, warmup, steps, what, bf16)
+
+    plain = timed(2, what)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
-        profiled = _timed_updates(model, optimizer, b, 0, steps, what + " (profiled)", bf16)
+        profiled = timed(0, what + " (profiled)")
     trace_path = Path(out).with_suffix(".trace.json")
     trace_path.parent.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(trace_path))
@@ -144,7 +155,7 @@ def run_bench_profile(setup: Setup, length: int, steps: int, out: str) -> dict:
     flops = batch * train_flops(model.cfg, K, length + 1, length + 1)
     seconds, seconds_profiled = sum(plain) / steps, sum(profiled) / steps
     result = {"benchmark": "profile", "arch": arch, "size": size, "sizes": TRAIN_SIZES[size],
-              "precision": precision, "batch": batch, "length": length, "updates": steps,
+              "precision": precision, "cuda_graph": graph, "batch": batch, "length": length, "updates": steps,
               "seconds_per_update": round(seconds, 5), "profiled_seconds_per_update": round(seconds_profiled, 5),
               "operations_per_update": parts["operations_per_update"],
               "busy_seconds_per_update": round(parts["busy_seconds_per_update"], 5),

@@ -55,7 +55,8 @@ BENCHMARKS: tuple[Stage, ...] = (
           params=False, runs_model=True),
     Stage("bench-profile", "benchmark: where one training update's time goes (torch.profiler: operations, busy "
           "and GEMM time, launch gap) and its arithmetic and launch floors", "rnnsearch.bench.profile:run_bench_profile",
-          _BENCH_UPDATE, params=False, runs_model=True),
+          (*_BENCH_UPDATE, arg("--graph", action="store_true", help="CUDA: the update replayed from a CUDA graph, as "
+                               "training replays it")), params=False, runs_model=True),
     Stage("bench-ddp", "benchmark: data-parallel training, 1 process against N under torchrun (gloo, this "
           "machine's cores), and the projected 8-GPU all-reduce of a paper-size update", "rnnsearch.bench.ddp:run_bench_ddp",
           (*(x for x in _BENCH_MODEL if x.flags[0] not in ("--device", "--seed")),

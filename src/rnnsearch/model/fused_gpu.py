@@ -38,25 +38,27 @@ class DeepOutputKernels(torch.autograd.Function):
         ZR, St, RS = X.new_empty(B, T1, 2 * n), X.new_empty(B, T1, n), X.new_empty(B, T1, n)
         RS_lp = X.new_empty(B, n, dtype=lp)
         CX = None
+        QZ = X.new_empty(Ty, B, W_q.size(1), dtype=lp)  # [W_a s_{i−1} | U_zr s_{i−1}] per position
         if attn:
-            h, keys, M = h.contiguous(), keys.contiguous(), mask.to(torch.uint8).contiguous()
+            # U_a h, a product of the encoder's (autocast's dtype already), read in lp: half the bytes of float32;
+            # h stays float32 (read in bf16, c_i and through it the attention's gradients drifted from float32's
+            # several times as far as the autograd path's, tests/test_fused.py at 50 words)
+            h, keys_lp, M = h.contiguous(), keys.to(lp).contiguous(), mask.to(torch.uint8).contiguous()
             Tx, ctx_dim = h.shape[1:]
             C_t, v = C.to(lp).t(), v_a.reshape(-1).contiguous()
-            P = X.new_empty(Ty, B, Tx, na)  # p per position, for the backward pass
             A, Cc, C_lp = X.new_empty(B, Ty, Tx), X.new_empty(B, Ty, ctx_dim), X.new_empty(B, ctx_dim, dtype=lp)
         for i in range(Ty if attn else T1):
-            QZ = S_lp[:, i] @ W_q  # (B, n' + 2n): W_a s_{i−1} and U_zr s_{i−1}
+            torch.mm(S_lp[:, i], W_q, out=QZ[i])  # (B, n' + 2n)
             if attn:
-                K.attend_forward(QZ, keys, v, h, M, P[i], A[:, i], Cc[:, i], C_lp)
+                K.attend_forward(QZ[i], keys_lp, v, h, M, A[:, i], Cc[:, i], C_lp)
             if i + 1 < Ty:
                 if attn:
                     CX = C_lp @ C_t  # (B, 3n)
-                K.gru_forward(X[:, i], CX, QZ[:, na:], lambda rs: rs @ U_t, S[:, i], ZR[:, i], RS[:, i], RS_lp,
+                K.gru_forward(X[:, i], CX, QZ[i, :, na:], lambda rs: rs @ U_t, S[:, i], ZR[:, i], RS[:, i], RS_lp,
                               St[:, i], S[:, i + 1], S_lp[:, i + 1])
         ctx.attn, ctx.lp, ctx.n_align = attn, lp, na
         if attn:
-            ctx.P = P
-            ctx.save_for_backward(S, ZR, St, RS, h, Cc, A, W_a, v, C, U_zr, U)
+            ctx.save_for_backward(S, ZR, St, RS, h, keys_lp, QZ, Cc, A, W_a, v, C, U_zr, U)
             return S, Cc
         ctx.save_for_backward(S, ZR, St, RS, U_zr, U)
         return S
@@ -65,7 +67,7 @@ class DeepOutputKernels(torch.autograd.Function):
     def backward(ctx, dS, dCc=None):
         attn, lp, na = ctx.attn, ctx.lp, ctx.n_align
         if attn:
-            S, ZR, St, RS, h, Cc, A, W_a, v, C, U_zr, U = ctx.saved_tensors
+            S, ZR, St, RS, h, keys_lp, QZ, Cc, A, W_a, v, C, U_zr, U = ctx.saved_tensors
         else:
             S, ZR, St, RS, U_zr, U = ctx.saved_tensors
         B, Ty, n = S.shape
@@ -75,10 +77,9 @@ class DeepOutputKernels(torch.autograd.Function):
         W_g = (torch.cat([U_zr, W_a]) if attn else U_zr).to(lp)  # (2n + n', n)
         U_lp, buffers = U.to(lp), (S.new_empty(B, n), S.new_empty(B, n))
         if attn:
-            C_lp, P = C.to(lp), ctx.P
+            C_lp = C.to(lp)
             dCc = torch.zeros_like(Cc) if dCc is None else dCc.contiguous()
-            dkeys, dvp = torch.zeros_like(P[0]), S.new_zeros(B, na)
-            Gc, DQ = torch.empty_like(Cc), S.new_empty(B, Ty, na)
+            Gc, DQ, DE = torch.empty_like(Cc), S.new_empty(B, Ty, na), torch.empty_like(A)
         G1, G2 = None, S.new_zeros(B, n, dtype=lp)  # ∂L/∂s_i = G1 + G2
         for i in reversed(range(Ty)):
             CG = None
@@ -91,7 +92,8 @@ class DeepOutputKernels(torch.autograd.Function):
             else:
                 G1 = dS[:, i]
             if attn:
-                K.attend_backward(dCc[:, i], CG, Gc[:, i], P[i], A[:, i], h, v, dkeys, dvp, DQ[:, i], dX_lp[:, 3 * n :])
+                K.attend_backward(dCc[:, i], CG, Gc[:, i], QZ[i], keys_lp, A[:, i], h, v, DE[:, i], DQ[:, i],
+                                  dX_lp[:, 3 * n :])
                 G2 = dX_lp[:, n:] @ W_g
             elif i + 1 < Ty:
                 G2 = dX_lp[:, n:] @ W_g
@@ -103,7 +105,8 @@ class DeepOutputKernels(torch.autograd.Function):
         dC = mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
         dW_a = mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
         dh = torch.bmm(A.transpose(1, 2), Gc)  # Σ_i α_ij ∂L/∂c_i
-        return dX, g, dh, dkeys, None, dW_a, dvp.sum(0).view(1, -1), dC, dU_zr, dU, None
+        dkeys, dv = K.keys_grad(DE, QZ, keys_lp, v)
+        return dX, g, dh, dkeys, None, dW_a, dv.view(1, -1), dC, dU_zr, dU, None
 
 
 class EncoderKernels(torch.autograd.Function):

@@ -66,7 +66,7 @@ if triton is not None:
         return total
 
     @triton.jit
-    def _energies(Q, q_stride, K, V, P, EP, Tx, NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
+    def _energies(Q, q_stride, K, V, EP, Tx, NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
         """Program (b, j): p = tanh(W_a s + U_a h_j) over columns j·BN… of n', and its share of e (B, NJ, BT)."""
         b, j = tl.program_id(0), tl.program_id(1)
         t, cols = tl.arange(0, BT), j * BN + tl.arange(0, BN)
@@ -74,9 +74,8 @@ if triton is not None:
         q = tl.load(Q + b * q_stride + cols, mask=ok, other=0).to(tl.float32)
         v = tl.load(V + cols, mask=ok, other=0)
         at = (b * Tx + t[:, None]) * NA + cols[None, :]
-        both = inside[:, None] & ok[None, :]
-        p = _tanh(tl.load(K + at, mask=both, other=0) + q[None, :])  # (BT, BN)
-        tl.store(P + at, p, mask=both)
+        k = tl.load(K + at, mask=inside[:, None] & ok[None, :], other=0).to(tl.float32)
+        p = _tanh(k + q[None, :])  # (BT, BN)
         tl.store(EP + (b * tl.num_programs(1) + j) * BT + t, tl.sum(p * v[None, :], axis=1))
 
     @triton.jit
@@ -91,8 +90,9 @@ if triton is not None:
         e = tl.where(real, e, float("-inf"))
         w = tl.exp(e - tl.max(e, axis=0))  # 0 on padding
         alpha = w / tl.sum(w, axis=0)
-        tl.store(A + b * a_stride + t, alpha, mask=inside & (j == 0))
-        h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :], other=0)
+        tl.store(A + b * a_stride + t, alpha, mask=inside & (t * 0 + j == 0))  # the first program
+        h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :],
+                    other=0).to(tl.float32)
         c = tl.sum(alpha[:, None] * h, axis=0)
         tl.store(Cc + b * c_stride + cols, c, mask=ok)
         tl.store(C_lp + b * CTX + cols, _to(c, C_lp), mask=ok)
@@ -108,31 +108,55 @@ if triton is not None:
         if HAS_CG:
             gc += tl.load(CG + b * CTX + cols, mask=ok, other=0).to(tl.float32)
         tl.store(GC + b * gc_stride + cols, gc, mask=ok)
-        h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :], other=0)
+        h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :],
+                    other=0).to(tl.float32)
         tl.store(DAP + (b * tl.num_programs(1) + j) * BT + t, tl.sum(h * gc[None, :], axis=1))
 
     @triton.jit
-    def _energy_grad(DAP, NJ: tl.constexpr, A, a_stride, P, V, DK, DVP, DQ, dq_stride, DQ_lp, dql_stride, Tx,
-                     NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
-        """Program (b, j): softmax's backward from ∂L/∂α's shares, then over columns j·BN… of n': ∂L/∂(U_a h_j)
-        added into DK, ∂L/∂(W_a s) into DQ and DQ_lp, Σ_j de_j p_j added into DVP."""
+    def _energy_grad(DAP, NJ: tl.constexpr, A, a_stride, Q, q_stride, K, V, DE, de_stride, DQ, dq_stride, DQ_lp,
+                     dql_stride, Tx, NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
+        """Program (b, j): softmax's backward from ∂L/∂α's shares, de into DE (the first program), then over
+        columns j·BN… of n', p recomputed from W_a s and U_a h: ∂L/∂(W_a s) = Σ_j de_j v_a ∘ (1 − p_j²) into DQ
+        and DQ_lp."""
         b, j = tl.program_id(0), tl.program_id(1)
         t, cols = tl.arange(0, BT), j * BN + tl.arange(0, BN)
         inside, ok = t < Tx, cols < NA
         dalpha = _sum_shares(DAP, b, NJ, BT)
         alpha = tl.load(A + b * a_stride + t, mask=inside, other=0)
         de = alpha * (dalpha - tl.sum(alpha * dalpha, axis=0))  # 0 on padding
-        at = (b * Tx + t[:, None]) * NA + cols[None, :]
-        both = inside[:, None] & ok[None, :]
-        p = tl.load(P + at, mask=both, other=0)
+        tl.store(DE + b * de_stride + t, de, mask=inside & (t * 0 + j == 0))  # the first program
+        q = tl.load(Q + b * q_stride + cols, mask=ok, other=0).to(tl.float32)
+        k = tl.load(K + (b * Tx + t[:, None]) * NA + cols[None, :], mask=inside[:, None] & ok[None, :],
+                    other=0).to(tl.float32)
+        p = _tanh(k + q[None, :])
         v = tl.load(V + cols, mask=ok, other=0)
-        dp = de[:, None] * v[None, :] * (1 - p * p)  # through p = tanh(·)
-        tl.store(DK + at, tl.load(DK + at, mask=both, other=0) + dp, mask=both)
-        dq = tl.sum(dp, axis=0)
+        dq = tl.sum(de[:, None] * (1 - p * p), axis=0) * v  # through p = tanh(·)
         tl.store(DQ + b * dq_stride + cols, dq, mask=ok)
         tl.store(DQ_lp + b * dql_stride + cols, _to(dq, DQ_lp), mask=ok)
-        dv = tl.load(DVP + b * NA + cols, mask=ok, other=0) + tl.sum(de[:, None] * p, axis=0)
-        tl.store(DVP + b * NA + cols, dv, mask=ok)
+
+    @triton.jit
+    def _keys_grad(DE, de_b, de_i, Q, q_i, q_b, K, V, DK, DVP, Ty, Tx, NA: tl.constexpr, BJ: tl.constexpr,
+                   BN: tl.constexpr):
+        """Program (b, jb, k), after the backward loop: ∂L/∂(U_a h_j) = v_a ∘ Σ_i de_ij (1 − p_ij²) for source
+        positions jb·BJ… and columns k·BN… of n' into DK, and this tile's share of ∂L/∂v_a = Σ_ij de_ij p_ij into
+        DVP (B, NJB, n'); p_ij = tanh(W_a s_{i−1} + U_a h_j) recomputed from Q (Ty, B, ≥n') and K (B, Tx, n')."""
+        b, jb, kb = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        js, cols = jb * BJ + tl.arange(0, BJ), kb * BN + tl.arange(0, BN)
+        inside, ok = js < Tx, cols < NA
+        at = (b * Tx + js[:, None]) * NA + cols[None, :]
+        both = inside[:, None] & ok[None, :]
+        k = tl.load(K + at, mask=both, other=0).to(tl.float32)
+        dk = tl.zeros([BJ, BN], dtype=tl.float32)
+        dv = tl.zeros([BN], dtype=tl.float32)
+        for i in range(Ty):
+            q = tl.load(Q + i * q_i + b * q_b + cols, mask=ok, other=0).to(tl.float32)
+            de = tl.load(DE + b * de_b + i * de_i + js, mask=inside, other=0)
+            p = _tanh(k + q[None, :])
+            dk += de[:, None] * (1 - p * p)
+            dv += tl.sum(de[:, None] * p, axis=0)
+        v = tl.load(V + cols, mask=ok, other=0)
+        tl.store(DK + at, dk * v[None, :], mask=both)
+        tl.store(DVP + (b * tl.num_programs(1) + jb) * NA + cols, dv, mask=ok)
 
     @triton.jit
     def _gru_forward_a(X, x_stride, CX, QZ, qz_stride, S, s_stride, ZR, zr_stride, RS, rs_stride, RS_lp, N,
@@ -248,7 +272,7 @@ if triton is not None:
         ok = cols < N
         gh = tl.load(DOUT + d * o_d + b * o_b + cols, mask=ok, other=0)
         if HAS_DH:  # ∂L/∂h_t from step t + 1, for the rows active there
-            later = ok & (b < rows_next)
+            later = ok & (cols * 0 + b < rows_next)
             gh += tl.load(DH1 + (d * rows_next + b) * N + cols, mask=later, other=0)
             gh += tl.load(DH2 + (d * rows_next + b) * N + cols, mask=later, other=0).to(tl.float32)
         r = tl.load(RZ + d * rz_d + b * rz_b + cols, mask=ok, other=0)
@@ -279,32 +303,48 @@ def _tile(Tx: int, *widths: int) -> tuple[int, ...]:
     return (BT, *(min(_pow2(w), max(16, 8192 // BT)) for w in widths))
 
 
-def attend_forward(Q, K, V, H, M, P, A, Cc, C_lp):
+def attend_forward(Q, K, V, H, M, A, Cc, C_lp):
     """Q (B, ≥n') W_a s_{i−1}, K (B, Tx, n') U_a h, V (n') v_a, H (B, Tx, ctx) h, M (B, Tx) uint8 1 on real words →
-    P (B, Tx, n') p, A (B, ·) α, Cc (B, ·) c_i and C_lp (B, ctx) c_i in the products' dtype. Two kernels: p and
-    e's shares over (row, columns of n'), then α and c over (row, columns of ctx)."""
+    A (B, ·) α, Cc (B, ·) c_i and C_lp (B, ctx) c_i in the products' dtype. Two kernels: p and e's shares over
+    (row, columns of n'), then α and c over (row, columns of ctx). K may be in the products' dtype; every value
+    is computed in float32."""
     B, Tx, NA = K.shape
     CTX = H.size(2)
     BT, BN, BC = _tile(Tx, NA, CTX)
     NJ = triton.cdiv(NA, BN)
-    EP = K.new_empty(B, NJ, BT)
-    _energies[(B, NJ)](Q, Q.stride(0), K, V, P, EP, Tx, NA, BT=BT, BN=BN, num_warps=4)
+    EP = A.new_empty(B, NJ, BT)
+    _energies[(B, NJ)](Q, Q.stride(0), K, V, EP, Tx, NA, BT=BT, BN=BN, num_warps=4)
     _align[(B, triton.cdiv(CTX, BC))](EP, NJ, M, A, A.stride(0), H, Cc, Cc.stride(0), C_lp, Tx, CTX, BT=BT, BC=BC,
                                       num_warps=4)
 
 
-def attend_backward(DC, CG, GC, P, A, H, V, DK, DVP, DQ, DQ_lp):
-    """∂L/∂c_i = DC (+ CG, ∂L/∂x C of the GRU step, when given) into GC; adds ∂L/∂(U_a h) into DK (B, Tx, n') and
-    Σ_j de_j p_j into DVP (B, n'); writes ∂L/∂(W_a s_{i−1}) into DQ and DQ_lp. Two kernels, as attend_forward."""
-    B, Tx, NA = P.shape
+def attend_backward(DC, CG, GC, Q, K, A, H, V, DE, DQ, DQ_lp):
+    """∂L/∂c_i = DC (+ CG, ∂L/∂x C of the GRU step, when given) into GC; the softmax's backward de (B, Tx) into
+    DE; ∂L/∂(W_a s_{i−1}) into DQ and DQ_lp, p recomputed from Q and K as attend_forward took them. Two kernels,
+    as attend_forward; `keys_grad` turns every step's de into ∂L/∂(U_a h) and ∂L/∂v_a after the loop."""
+    B, Tx, NA = K.shape
     CTX = H.size(2)
     BT, BN, BC = _tile(Tx, NA, CTX)
     NJ = triton.cdiv(CTX, BC)
-    DAP = P.new_empty(B, NJ, BT)
+    DAP = A.new_empty(B, NJ, BT)
     _context_grad[(B, NJ)](DC, DC.stride(0), CG if CG is not None else DC, GC, GC.stride(0), H, DAP, Tx, CTX,
                            CG is not None, BT=BT, BC=BC, num_warps=4)
-    _energy_grad[(B, triton.cdiv(NA, BN))](DAP, NJ, A, A.stride(0), P, V, DK, DVP, DQ, DQ.stride(0), DQ_lp,
-                                           DQ_lp.stride(0), Tx, NA, BT=BT, BN=BN, num_warps=4)
+    _energy_grad[(B, triton.cdiv(NA, BN))](DAP, NJ, A, A.stride(0), Q, Q.stride(0), K, V, DE, DE.stride(0), DQ,
+                                           DQ.stride(0), DQ_lp, DQ_lp.stride(0), Tx, NA, BT=BT, BN=BN, num_warps=4)
+
+
+def keys_grad(DE, Q, K, V):
+    """From DE (B, Ty, Tx) every step's de, Q (Ty, B, ≥n') W_a s_{i−1} and K (B, Tx, n') U_a h: ∂L/∂(U_a h)
+    (B, Tx, n') and ∂L/∂v_a (n'), in float32. One kernel over (row, source positions, columns of n'), the steps
+    summed in registers (where adding into ∂L/∂(U_a h) at every step read and wrote it 2·Ty times)."""
+    B, Ty, Tx = DE.shape
+    NA = K.size(2)
+    BJ, BN = min(_pow2(Tx), 32), min(_pow2(NA), 128)
+    grid = (B, triton.cdiv(Tx, BJ), triton.cdiv(NA, BN))
+    DK, DVP = DE.new_empty(B, Tx, NA), DE.new_empty(B, grid[1], NA)
+    _keys_grad[grid](DE, DE.stride(0), DE.stride(1), Q, Q.stride(0), Q.stride(1), K, V, DK, DVP, Ty, Tx, NA, BJ=BJ,
+                     BN=BN, num_warps=4)
+    return DK, DVP.sum((0, 1))
 
 
 def gru_forward(X, CX, QZ, UR_of, S, ZR, RS, RS_lp, St, S_next, S_next_lp):
@@ -367,4 +407,4 @@ def usable(x: torch.Tensor) -> bool:
 
 
 __all__ = ["attend_backward", "attend_forward", "encoder_backward", "encoder_forward",
-           "gru_backward", "gru_forward", "usable"]
+           "gru_backward", "gru_forward", "keys_grad", "usable"]

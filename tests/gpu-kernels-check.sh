@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The recurrence kernels' GPU check (model/triton_kernels.py, model/fused_gpu.py), on a machine with one CUDA GPU
+# and a CUDA build of PyTorch, from anywhere in the repository, in one call of about 6 minutes:
+#
+#     bash tests/gpu-kernels-check.sh [OUT]   # OUT: where the logs and JSON go (default results/bench/gpu-kernels)
+#
+# 1. the `cuda` tests of the kernels: the fused recurrences against autograd in fp32 and bf16, the graphed update
+#    against the eager one (test_fused.py, test_triton.py, test_graphs.py);
+# 2. paper-size RNNsearch (App. A: 620/1000/1000/500, K = 30,000; pairs of 50 words) replayed from a CUDA graph
+#    (bench-train --graph): bf16 and TF32 at batch 80, bf16 at batch 320; with BASE=<a src/ folder of another
+#    commit>, bf16 at batch 80 of that code too, in the same call (the before of a before-and-after);
+# 3. where the graphed bf16 update's time goes (bench-profile --graph: its kernels by name);
+# 4. on stdout a table: seconds per update, pairs/s, and against the goal of 10,000 pairs/s.
+# Wheels in .whl/ are installed first, as gpu-check.sh does. Exits non-zero when a test or a benchmark failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-results/bench/gpu-kernels}
+source tests/gpu-lib.sh
+
+step pytest_kernels 240 python3 -m pytest -o addopts="" -m cuda -p no:cacheprovider -q -rs --durations=10 \
+    tests/test_fused.py tests/test_triton.py tests/test_graphs.py
+train() {  # train TAG PRECISION BATCH [SRC]
+    step "$1" 150 env PYTHONPATH="${4:-$PWD/src}:${PYTHONPATH#*:}" python3 -m rnnsearch.cli bench-train \
+        --arch rnnsearch --size paper --batch "$3" --length 50 --steps 20 --threads 4 --device cuda \
+        --precision "$2" --graph --out "$out/$1.json"
+}
+train train_bf16_b80_graph bf16 80
+if [ -n "${BASE:-}" ]; then
+    train base_train_bf16_b80_graph bf16 80 "$(cd "$BASE" && pwd)"
+fi
+step profile_bf16_b80_graph 150 python3 -m rnnsearch.cli bench-profile --arch rnnsearch --size paper --batch 80 \
+    --length 50 --steps 3 --threads 4 --device cuda --precision bf16 --graph --out "$out/profile_bf16_b80_graph.json"
+gzip -f "$out/profile_bf16_b80_graph.trace.json" 2>/dev/null
+train train_tf32_b80_graph tf32 80
+train train_bf16_b320_graph bf16 320
+python3 - "$out" <<'PY' || status=1
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+for f in sorted(out.glob("*train_*.json")):
+    r = json.loads(f.read_text())
+    print(f"{f.stem:28} {r['seconds_per_update']:.4f} s/update  {r['sentences_per_s']:9.1f} pairs/s  "
+          f"utilisation {r['utilisation']:.3f}  graph vs eager {r['graph_relative_update_difference']:.2g}")
+p = out / "profile_bf16_b80_graph.json"
+if p.exists():
+    r = json.loads(p.read_text())
+    print(f"profile: {r['seconds_per_update']:.4f} s/update, {r['operations_per_update']:.0f} kernels, busy "
+          f"{r['busy_seconds_per_update']:.4f} s, GEMM {r['gemm_seconds_per_update']:.4f} s")
+    for t in r["top_operations"]:
+        print(f"  {t['ms_per_update']:7.3f} ms {t['calls_per_update']:6.1f} x  {t['name'][:70]}")
+PY
+pack
+exit $status
