@@ -17,6 +17,18 @@ DAEMONS="slurmd slurmctld slurmdbd munged mariadb"  # in the order they stop
 
 running() { [ -s "$RUN/$1.pid" ] && $SUDO kill -0 "$($SUDO cat "$RUN/$1.pid")" 2>/dev/null; }
 
+apt_get() {  # apt-get "$@", waiting at most 10 minutes while another apt-get or dpkg holds its lock
+    local deadline=$(( $(date +%s) + 600 )) err
+    while ! err=$($SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=60 "$@" 2>&1 >/dev/null); do
+        if ! grep -q "Could not get lock" <<<"$err" || [ "$(date +%s)" -ge "$deadline" ]; then
+            echo "$err" >&2
+            return 1
+        fi
+        echo "local-cluster.sh: waiting for another package manager: $(grep -m1 'Could not get lock' <<<"$err")" >&2
+        sleep 5
+    done
+}
+
 if [ "${1:-start}" = stop ]; then
     for d in $DAEMONS; do
         if running "$d"; then
@@ -31,8 +43,8 @@ fi
 
 if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v munged >/dev/null \
         || ! command -v mariadbd >/dev/null; then
-    $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm slurmdbd munge mariadb-server >/dev/null
+    apt_get update -qq
+    apt_get install -y -qq slurm-wlm slurmdbd munge mariadb-server
 fi
 
 HOST=$(hostname -s)
