@@ -168,7 +168,8 @@ def test_the_explorer_opens_on_long_sentences_and_a_click_shows_the_sentence(tmp
     """bench-explorer's generated test set (300 sentences of newstest2014's lengths, five models) in a 1280 × 1000
     window: the aggregates begin within the first 1,000 px, every row of the first screen has at least 20 source
     words (the default view: the longest length bucket first, then A − B), and a click on the 81st row, scrolled
-    to, brings its sentence into the viewport."""
+    to, scrolls to its sentence and brings model A's heatmap, the first, wholly into view (the heading above it
+    may scroll away where the outputs and the heatmap do not fit one screen)."""
     from rnnsearch.bench.explorer_load import MODELS, generate
 
     scores = generate(tmp_path, 300, 7)
@@ -182,4 +183,6 @@ def test_the_explorer_opens_on_long_sentences_and_a_click_shows_the_sentence(tmp
     assert report["aggregates_top"] < 1000
     assert len(report["first_screen_words"]) >= 5 and min(report["first_screen_words"]) >= 20, report
     assert report["heading"].startswith(f"Sentence {report['clicked_line']} (")
-    assert 0 <= report["heading_box"]["top"] and report["heading_box"]["bottom"] <= report["height"], report
+    assert report["heading_box"]["bottom"] <= report["height"], report  # scrolled to the sentence, not above it
+    assert report["first_heatmap"] == report["model_a"], report
+    assert 0 <= report["first_heatmap_box"]["top"] and report["first_heatmap_box"]["bottom"] <= report["height"], report

@@ -23,6 +23,10 @@
       const heading = document.getElementById("sentence-heading");
       report.heading = heading.hidden ? null : heading.textContent;
       report.heading_box = box(heading);
+      report.model_a = document.getElementById("a").value;
+      const first = document.querySelector("#sentence table.heatmap");
+      report.first_heatmap = first ? first.dataset.model : null;
+      report.first_heatmap_box = first ? box(first) : null;
     } catch (e) {
       report.error = String(e);
     }
