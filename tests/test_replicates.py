@@ -68,6 +68,20 @@ def test_table1_gives_mean_sd_bootstrap_and_welch_over_three_replicates():
     assert shown_one.set_index("Model").loc["att", "All (tokenized BLEU)"] == "70.00"
 
 
+def test_a_metric_missing_from_older_score_files_shows_a_dash(monkeypatch):
+    """A Table 1 metric added after some scores were written (docs/contributing.md): those scores have no such key,
+    and their cells show "–" (a KeyError before), in Table 1 and in every replicate's row."""
+    from rnnsearch.evaluation import tables
+
+    monkeypatch.setitem(tables.BLEU_COLUMNS, "All (new metric)", "new_metric_all")
+    groups = {"base": [_score("base", 1, 10.0)], "att": [{**_score("att", 1, 70.0), "new_metric_all": 0.5}]}
+    numbers, display, _ = table1(groups)
+    shown_by_model = display.set_index("Model")["All (new metric)"]
+    assert shown_by_model["base"] == "–" and shown_by_model["att"] == "0.50"
+    rows = tables.table1_replicates(groups, {}).set_index("Model")["All (new metric)"]
+    assert pd.isna(rows["base"]) and rows["att"] == 0.5
+
+
 def test_table2_means_the_learning_statistics():
     stats = [{"model": "m", "updates": 100, "epochs": 1.0 + r, "hours": 0.1, "train_nll": 3.0, "dev_nll": 10.0 + 2 * r,
               "dev_bleu": 50.0, "selected_update": 100, "device": "cpu", "early_stopped": r == 1,

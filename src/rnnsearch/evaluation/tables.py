@@ -67,7 +67,7 @@ def table1_replicates(groups: dict[str, list[dict]], p: dict) -> pd.DataFrame:
     """Every replicate's scores, and its paired bootstrap p against the baseline's replicate of the same index."""
     baseline = next(iter(groups))
     return pd.DataFrame([{"Model": m, "Replicate": r + 1, "Seed": s.get("seed"),
-                          **{col: s[key] for col, key in BLEU_COLUMNS.items()},
+                          **{col: s.get(key) for col, key in BLEU_COLUMNS.items()},
                           f"p vs {baseline}": p.get((m, r))}
                          for m, runs in groups.items() for r, s in enumerate(runs)])
 
@@ -89,7 +89,7 @@ def table1(groups: dict[str, list[dict]], p: dict | None = None, samples: int = 
         if several:
             show["Replicates"] = len(runs)
         for col, key in BLEU_COLUMNS.items():
-            values = [s[key] for s in runs if s[key] is not None]
+            values = [s[key] for s in runs if s.get(key) is not None]  # a metric newer than a score: "–"
             mean, sd = mean_sd(values) if values else (None, None)
             row[col], row[col + " sd"] = mean, sd
             show[col] = shown(mean, sd) if mean is not None else "–"
