@@ -44,8 +44,8 @@ def data(tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "resume", _make_data)
 
 
-def _make_data(d: Path) -> None:
-    synthetic.write_corpus(synthetic.generate(3, 1200, 30, 10, 60, 20, 20, 20, 25), d / "raw")
+def _make_data(d: Path, seed: int = 3) -> None:
+    synthetic.write_corpus(synthetic.generate(seed, 1200, 30, 10, 60, 20, 20, 20, 25), d / "raw")
     for split in ("train", "dev"):
         for lang in ("en", "fr"):
             run_tokenize(d / f"raw/{split}.{lang}", d / f"{split}.{lang}", lang, False)
@@ -283,6 +283,29 @@ def test_a_finished_training_whose_outputs_were_deleted_completes_without_traini
     assert [(r["start"], r["end"]) for r in stats["runs"]] == [(0, UPDATES)]
     assert "holds a finished training of another configuration (train.lr: 0.004 in the checkpoint, 0.01 now)" in (
         out / "train.log").read_text()
+
+
+@pytest.mark.slow
+def test_a_finished_training_on_other_text_is_moved_aside_and_trained_again(data: Path, reference: Path,
+                                                                             tmp_path: Path):
+    """Another text in a checkout with finished models (data.source switched, say): the same settings and
+    shortlist sizes, other vocabularies. As for any finished training of other settings (docs/training.md), it is
+    moved to replaced-<time>/ with a warning naming the difference, and the model is trained afresh on the new
+    text (on 73035bc the training stopped: "not the src vocabulary … was trained with")."""
+    other = tmp_path / "other"
+    other.mkdir()
+    _make_data(other, seed=4)
+    assert (other / "vocab.en.tsv").read_text() != (data / "vocab.en.tsv").read_text()
+    out = tmp_path / "out"
+    shutil.copytree(reference.parent, out)
+    proc = train(other, out)
+    assert "holds a finished training of another configuration (" in proc.stderr
+    assert f"vocab.en.tsv: not the src vocabulary {out / 'checkpoint.pt'} was trained with" in proc.stderr
+    (aside,) = out.glob("replaced-*")
+    assert (aside / "model.pt").read_bytes() == reference.read_bytes()
+    stats = json.loads((out / "train_stats.json").read_text())
+    assert stats["updates"] == UPDATES and [(r["start"], r["end"]) for r in stats["runs"]] == [(0, UPDATES)]
+    assert weights(out / "model.pt").keys() == weights(reference).keys()
 
 
 def test_a_lowered_max_updates_trains_again_to_the_new_budget(data: Path, reference: Path, tmp_path: Path, caplog):

@@ -76,11 +76,9 @@ def vocabs_of(state: dict, path: str | Path) -> tuple[Vocab, Vocab]:
     return tuple(Vocab(v[side], [0] * len(v[side]), v.get(f"{side}_spm")) for side in ("src", "tgt"))
 
 
-def check_vocabs(state: dict, path: str | Path, **files: tuple[str | Path, Vocab]) -> None:
-    """Refuse vocabulary files that differ from those stored in the checkpoint, naming the first difference.
-
-    `files`: side ("src" or "tgt") → (file name, the vocabulary read from it).
-    """
+def vocab_mismatch(state: dict, path: str | Path, **files: tuple[str | Path, Vocab]) -> str | None:
+    """The first vocabulary file that differs from the one stored in the checkpoint, with its first difference;
+    None where they agree. `files`: side ("src" or "tgt") → (file name, the vocabulary read from it)."""
     for side, (file, vocab) in files.items():
         stored = state.get("vocab", {}).get(side)
         if stored is None or stored == vocab.words:
@@ -88,8 +86,16 @@ def check_vocabs(state: dict, path: str | Path, **files: tuple[str | Path, Vocab
         i = next((k for k, (a, b) in enumerate(zip(stored, vocab.words)) if a != b), min(len(stored), len(vocab)))
         a = repr(stored[i]) if i < len(stored) else "nothing"
         b = repr(vocab.words[i]) if i < len(vocab) else "nothing"
-        raise InputError(f"{file}: not the {side} vocabulary {path} was trained with ({len(vocab)} words, the "
-                         f"checkpoint {len(stored)}; id {i}: {a} in the checkpoint, {b} in the file)")
+        return (f"{file}: not the {side} vocabulary {path} was trained with ({len(vocab)} words, the "
+                f"checkpoint {len(stored)}; id {i}: {a} in the checkpoint, {b} in the file)")
+    return None
+
+
+def check_vocabs(state: dict, path: str | Path, **files: tuple[str | Path, Vocab]) -> None:
+    """Refuse vocabulary files that differ from those stored in the checkpoint, naming the first difference."""
+    mismatch = vocab_mismatch(state, path, **files)
+    if mismatch:
+        raise InputError(mismatch)
 
 
 def load_model(path: str | Path, device="cpu") -> tuple[Seq2Seq, dict]:

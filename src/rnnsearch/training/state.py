@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from rnnsearch.checkpoint import check_vocabs, load_checkpoint
+from rnnsearch.checkpoint import check_vocabs, load_checkpoint, vocab_mismatch
 from rnnsearch.settings import last_full_lr_update
 from rnnsearch.textio import InputError
 
@@ -115,6 +115,9 @@ def start_or_resume(out: Path, config: dict, model, optimizer, batches, device, 
     if path.exists():
         saved, path = _readable_checkpoint(out, device)
         diffs = resume_mismatch(saved["config"], config, saved["update"])
+        other_text = vocab_mismatch(saved, path, **vocabs)  # the text changed (data.source, say): its vocabulary
+        if other_text:
+            diffs.append(other_text)
         began = (saved.get("progress") or {}).get("continued_from") or {}
         if origin and began.get("sha256") != origin["sha256"]:
             diffs.append(f"begun from {began.get('checkpoint') or 'scratch'} "
