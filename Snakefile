@@ -23,6 +23,8 @@ include: "workflow/rules/peer.smk"
 
 onstart:
     rules.train.rule.restart_times = train_retries()  # exit 75 at Slurm's time limit: resubmitted, resumes
+    if executor_name() == "slurm":
+        slurm_plugin.mend()  # scancel stops a job; a memory kill says so (rnnsearch/slurm_plugin.py)
 
 
 rule all:

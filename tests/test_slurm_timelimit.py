@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from .conftest import dag_copy
-from .slurm_cluster import SLURM, job_record, slurm, slurm_logs, snakemake, submissions  # noqa: F401
+from .slurm_cluster import BIN, SLURM, job_record, slurm, slurm_logs, snakemake, submissions  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -114,3 +116,52 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     assert f"resuming from results/models/rnnsearch-50/replicate1/checkpoint.pt at update {runs[-1]['start']}" in log
     final = ws / MODEL / "checkpoint.pt"  # the final state, kept (see train.py)
     assert torch.load(final, weights_only=True)["progress"]["finished"]
+
+
+def test_a_plain_scancel_stops_a_training_at_a_checkpoint_and_snakemake_without_a_resubmission(tmp_path_factory,
+                                                                                               tiny_dag: Path):
+    """docs/cluster.md's way to stop a training: `scancel <job>`. Slurm's SIGTERM makes the training save its
+    checkpoint (within KillWait) and exit; Snakemake sees the job cancelled (sacct's 'CANCELLED by <uid>', which the
+    executor plugin took for a running job, so that Snakemake waited forever: rnnsearch/slurm_plugin.py), names it,
+    resubmits nothing although `attempts` allows it, and exits."""
+    ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("scancel"), {
+        "cluster": {"train": {"runtime": 30, "attempts": 3}},
+        "models": {"rnnsearch-50": {"max_updates": 1_000_000}},
+        "train": {"checkpoint_every": 1_000_000, "log_every": 10, "validate_every": 1_000_000}})
+    model = f"{MODEL}/model.pt"
+    snakemake(ws, "-n", model)  # installs the profile where the run below finds it
+    env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(ws), "PYTHONUNBUFFERED": "1"}
+    run = subprocess.Popen([str(BIN / "snakemake"), *SLURM, model], cwd=ws, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    history, deadline = ws / MODEL / "train.log", time.time() + 600
+    while not re.search(r"==== job (\d+) on [^\n]*\n(?:.*\n)*.*rnnsearch-50 update \d+/",
+                        history.read_text() if history.exists() else ""):
+        assert run.poll() is None and time.time() < deadline, run.communicate()[0][-3000:]
+        time.sleep(1)
+    job = re.findall(r"==== job (\d+) on ", history.read_text())[-1]
+    subprocess.run(["scancel", job], check=True)
+    cancelled = time.time()
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode != 0, out[-3000:]
+    assert f"SLURM job {job} (rule train) was cancelled (scancel): not resubmitted" in out, out[-3000:]
+    assert time.time() - cancelled < 150, out[-3000:]  # KillWait (30 s) and a few polls of 10 s
+    assert [j for j, rule, _ in submissions(ws) if rule == "train"] == [job], out[-3000:]  # no second attempt
+    saved = torch.load(ws / MODEL / "checkpoint.pt", weights_only=True)
+    assert saved["progress"]["runs"][-1]["slurm_job"] == job
+    assert saved["progress"]["runs"][-1]["ended_by"] == "signal 15", saved["progress"]["runs"][-1]
+    assert f"==== job {job} ended: exit status 75 ====" in history.read_text()
+
+
+def test_a_training_over_its_memory_request_is_named_as_such_and_not_resubmitted(tmp_path_factory, tiny_dag: Path):
+    """A training asking Slurm for 100 MB (`cluster.train.mem_mb`) is killed for its memory (local-cluster.sh's
+    OverMemoryKill): Snakemake's output names the job, its request and its peak, where the executor plugin said
+    "SLURM status is: 'FAILED'. Reason: Unknown" and Snakemake submitted the same request `attempts` times."""
+    ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("memory"), {
+        "cluster": {"train": {"mem_mb": 100, "attempts": 3}}, "models": {"rnnsearch-50": {"max_updates": 1_000_000}}})
+    run = snakemake(ws, *SLURM, f"{MODEL}/model.pt", check=False)
+    out = run.stdout + run.stderr
+    jobs = [j for j, rule, _ in submissions(ws) if rule == "train"]
+    assert run.returncode != 0 and len(jobs) == 1, out[-3000:]
+    found = re.search(rf"SLURM job {jobs[0]} \(rule train\) was killed for its memory: it asked for mem_mb=100 "
+                      r"\(Slurm's limit 100 MB\) and reached (\d+) MB", out)
+    assert found and int(found.group(1)) > 100, out[-3000:]

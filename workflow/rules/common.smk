@@ -8,6 +8,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from rnnsearch import config as rcfg
+from rnnsearch import slurm_plugin
 from rnnsearch.data.corpus import SOURCES
 from rnnsearch.data.binarized import paths as binarized_paths
 from rnnsearch.commands import stage_code as stage_files
