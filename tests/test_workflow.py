@@ -133,6 +133,17 @@ def test_html_report_renders_its_figures_in_a_browser(workspace: Path, tmp_path:
         row = next(line for line in report["landing"].splitlines() if line.startswith(paper_name(model, model[:9])))
         assert f"{bleu:.2f}" in row, (model, row)
     assert "Table 2: learning statistics" in report["landing"]
+    for window in ((1280, 1000), (1920, 1080)):  # the landing page: its title in reach, nothing over the tables
+        (tmp_path / str(window[0])).mkdir()
+        landing = page_check(workspace / "results/report.html", "report_landing_check.js", tmp_path / str(window[0]),
+                             "</body>", window=window)
+        assert landing["error"] is None and landing["title"].startswith("rnnsearch: Bahdanau"), landing
+        assert landing["title_box"]["top"] >= 0, landing  # scrolled to the top, the title is on the screen
+        assert len(landing["tables"]) >= 2 and landing["graph"], landing
+        for table in landing["tables"]:
+            overlap = (min(table["right"], landing["graph"]["right"]) - max(table["left"], landing["graph"]["left"]),
+                       min(table["bottom"], landing["graph"]["bottom"]) - max(table["top"], landing["graph"]["top"]))
+            assert min(overlap) <= 0, (window, table, landing["graph"])  # the rule graph beside or below, not over
     figures = ["bleu_by_length.png", "alignment_a.png", "alignment_b.png", "alignment_long.png"]
     for name in figures:
         shown = report["shown"][f"results/figures/{name}"]["images"]
