@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The recurrence kernels' GPU check (model/triton_kernels.py, model/fused_gpu.py), on a machine with one CUDA GPU
-# and a CUDA build of PyTorch, from anywhere in the repository, in one call of about 6 minutes:
+# The recurrence kernels' GPU check (model/triton_kernels.py, attention_kernels.py, fused_gpu.py), on a machine
+# with one CUDA GPU and a CUDA build of PyTorch, from anywhere in the repository, in one call of about 6 minutes:
 #
 #     bash tests/gpu-kernels-check.sh [OUT]   # OUT: where the logs and JSON go (default results/bench/gpu-kernels)
 #

@@ -1,5 +1,6 @@
-"""The Triton kernels of a GPU update (model/triton_kernels.py): the recurrences take them on CUDA (their results
-are checked against autograd by test_fused.py's `cuda` tests), and Adadelta's one-kernel step is torch's step.
+"""The Triton kernels of a GPU update (model/triton_kernels.py, model/attention_kernels.py): the recurrences take
+them on CUDA (their results are checked against autograd by test_fused.py's `cuda` tests), and Adadelta's
+one-kernel step is torch's step.
 On the CPU these run only under Triton's interpreter (TRITON_INTERPRET=1 with Triton installed)."""
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def test_the_kernels_under_tritons_interpreter_give_the_autograd_results():
     """Where Triton is installed but no GPU is used (the CPU wheel of torch comes without Triton), the kernels run
     under Triton's interpreter (TRITON_INTERPRET=1, set before Triton is imported, hence a process of its own):
     test_fused.py's comparisons on the CPU (fp32 and bf16, padded rows, sentences of 1 and 50 words) and this
-    file's, the fused path then running every kernel of model/triton_kernels.py. (The encoder's float64
+    file's, the fused path then running every kernel of model/triton_kernels.py and model/attention_kernels.py.
+    (The encoder's float64
     finite-difference checks stay out: the kernels compute in float32.)"""
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (`pip install triton` runs the kernels here under its interpreter)")

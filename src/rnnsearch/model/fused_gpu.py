@@ -1,7 +1,7 @@
 """The decoder recurrence of App. A.2.2 under teacher forcing on a GPU: `fused._DeepOutputRecurrence`'s forward and
-backward passes with each element-wise stretch one Triton kernel (`triton_kernels.py`), 7 kernels per target
-position forward (from 24) and 7 backward (from 36): three matrix products each way and four kernels; and the
-encoder's GRU (`EncoderKernels`) likewise.
+backward passes with each element-wise stretch one Triton kernel (`triton_kernels.py`, the attention's in
+`attention_kernels.py`), 7 kernels per target position forward (from 24) and 7 backward (from 36): three matrix
+products each way and four kernels; and the encoder's GRU (`EncoderKernels`) likewise.
 
 Per position i, forward (s = s_{i−1}, the paper's symbols; see fused.py):
     [W_a s | U_zr s] = s [W_a; U_zr]ᵀ                       one product for the query and the gates' recurrent part
@@ -11,6 +11,8 @@ backward, from g = ∂L/∂s_i:
     ∂L/∂a_h, ∂L/∂a_z; ∂L/∂a_h U; ∂L/∂a_r, element-wise ∂L/∂s   gru_backward (two kernels, one product)
     ∂L/∂x C                                                product; then attend_backward (two kernels)
     [∂L/∂a_zr | ∂L/∂(W_a s)] [U_zr; W_a]                     one product: the rest of ∂L/∂s_{i−1}
+after the loop, ∂L/∂(U_a h) and ∂L/∂v_a from every step's softmax backward: keys_grad (one kernel). p is not kept:
+the kernels that need it recompute it from W_a s (kept per position, with U_zr s) and U_a h.
 The weights' gradients are the same GEMMs over all steps as fused.py's. The products run in `lp` (bf16 under
 autocast), everything else in float32, as in fused.py; tests/test_fused.py checks both paths alike.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from rnnsearch.model import triton_kernels as K
+from rnnsearch.model.attention_kernels import attend_backward, attend_forward, keys_grad
 from rnnsearch.model.products import mm
 
 
@@ -50,7 +53,7 @@ class DeepOutputKernels(torch.autograd.Function):
         for i in range(Ty if attn else T1):
             torch.mm(S_lp[:, i], W_q, out=QZ[i])  # (B, n' + 2n)
             if attn:
-                K.attend_forward(QZ[i], keys_lp, v, h, M, A[:, i], Cc[:, i], C_lp)
+                attend_forward(QZ[i], keys_lp, v, h, M, A[:, i], Cc[:, i], C_lp)
             if i + 1 < Ty:
                 if attn:
                     CX = C_lp @ C_t  # (B, 3n)
@@ -92,8 +95,8 @@ class DeepOutputKernels(torch.autograd.Function):
             else:
                 G1 = dS[:, i]
             if attn:
-                K.attend_backward(dCc[:, i], CG, Gc[:, i], QZ[i], keys_lp, A[:, i], h, v, DE[:, i], DQ[:, i],
-                                  dX_lp[:, 3 * n :])
+                attend_backward(dCc[:, i], CG, Gc[:, i], QZ[i], keys_lp, A[:, i], h, v, DE[:, i], DQ[:, i],
+                                dX_lp[:, 3 * n :])
                 G2 = dX_lp[:, n:] @ W_g
             elif i + 1 < Ty:
                 G2 = dX_lp[:, n:] @ W_g
@@ -105,7 +108,7 @@ class DeepOutputKernels(torch.autograd.Function):
         dC = mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
         dW_a = mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
         dh = torch.bmm(A.transpose(1, 2), Gc)  # Σ_i α_ij ∂L/∂c_i
-        dkeys, dv = K.keys_grad(DE, QZ, keys_lp, v)
+        dkeys, dv = keys_grad(DE, QZ, keys_lp, v)
         return dX, g, dh, dkeys, None, dW_a, dv.view(1, -1), dC, dU_zr, dU, None
 
 

@@ -1,0 +1,179 @@
+"""Triton kernels of the decoder's additive attention (App. A.1.2) on a GPU, one target position i at a time
+(`fused_gpu.DeepOutputKernels` runs them; the GRU steps' kernels are in `triton_kernels.py`). Each element-wise
+stretch is one kernel over (row, columns), two each way, and one after the backward loop:
+
+    attend_forward     p_j = tanh(W_a s_{i−1} + U_a h_j),  e_j = v_aᵀ p_j (shares over columns of n');
+                       α = softmax(e) over real words,  c_i = Σ_j α_j h_j (over columns of ctx)
+    attend_backward    ∂L/∂c_i, ∂L/∂α_j = h_j · ∂L/∂c_i (shares over columns of ctx); softmax's backward de_j,
+                       kept per step, and ∂L/∂(W_a s_{i−1}) = Σ_j de_j v_a ∘ (1 − p_j²), p recomputed
+    keys_grad          after the loop: ∂L/∂(U_a h_j) = v_a ∘ Σ_i de_ij (1 − p_ij²) and ∂L/∂v_a = Σ_ij de_ij p_ij,
+                       the steps summed in registers
+
+p is never stored (16 MB a step at the paper's sizes): each kernel that needs it recomputes it from W_a s_{i−1}
+and U_a h. U_a h may be read in the products' dtype (bf16 under autocast, as the encoder's product wrote it); h
+is float32. Every value is computed in float32.
+"""
+
+from __future__ import annotations
+
+from rnnsearch.model.triton_kernels import _pow2, triton
+
+if triton is not None:
+    import triton.language as tl
+
+    from rnnsearch.model.triton_kernels import _tanh, _to
+
+    @triton.jit
+    def _sum_shares(SH, b, NJ: tl.constexpr, BT: tl.constexpr):
+        """Σ_k SH[b, k, :]: the shares (B, NJ, BT) that row b's programs wrote of a sum over columns."""
+        t = tl.arange(0, BT)
+        total = tl.zeros([BT], dtype=tl.float32)
+        for k in tl.static_range(NJ):
+            total += tl.load(SH + (b * NJ + k) * BT + t)
+        return total
+
+    @triton.jit
+    def _energies(Q, q_stride, K, V, EP, Tx, NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
+        """Program (b, j): p = tanh(W_a s + U_a h_j) over columns j·BN… of n', and its share of e (B, NJ, BT)."""
+        b, j = tl.program_id(0), tl.program_id(1)
+        t, cols = tl.arange(0, BT), j * BN + tl.arange(0, BN)
+        inside, ok = t < Tx, cols < NA
+        q = tl.load(Q + b * q_stride + cols, mask=ok, other=0).to(tl.float32)
+        v = tl.load(V + cols, mask=ok, other=0)
+        at = (b * Tx + t[:, None]) * NA + cols[None, :]
+        k = tl.load(K + at, mask=inside[:, None] & ok[None, :], other=0).to(tl.float32)
+        p = _tanh(k + q[None, :])  # (BT, BN)
+        tl.store(EP + (b * tl.num_programs(1) + j) * BT + t, tl.sum(p * v[None, :], axis=1))
+
+    @triton.jit
+    def _align(EP, NJ: tl.constexpr, M, A, a_stride, H, Cc, c_stride, C_lp, Tx, CTX: tl.constexpr,
+               BT: tl.constexpr, BC: tl.constexpr):
+        """Program (b, j): α from e's shares (every program alike; the first stores it), c_i over columns j·BC…"""
+        b, j = tl.program_id(0), tl.program_id(1)
+        t, cols = tl.arange(0, BT), j * BC + tl.arange(0, BC)
+        inside, ok = t < Tx, cols < CTX
+        e = _sum_shares(EP, b, NJ, BT)
+        real = tl.load(M + b * Tx + t, mask=inside, other=0) != 0
+        e = tl.where(real, e, float("-inf"))
+        w = tl.exp(e - tl.max(e, axis=0))  # 0 on padding
+        alpha = w / tl.sum(w, axis=0)
+        tl.store(A + b * a_stride + t, alpha, mask=inside & (t * 0 + j == 0))  # the first program
+        h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :],
+                    other=0).to(tl.float32)
+        c = tl.sum(alpha[:, None] * h, axis=0)
+        tl.store(Cc + b * c_stride + cols, c, mask=ok)
+        tl.store(C_lp + b * CTX + cols, _to(c, C_lp), mask=ok)
+
+    @triton.jit
+    def _context_grad(DC, dc_stride, CG, GC, gc_stride, H, DAP, Tx, CTX: tl.constexpr, HAS_CG: tl.constexpr,
+                      BT: tl.constexpr, BC: tl.constexpr):
+        """Program (b, j): ∂L/∂c_i over columns j·BC… (into GC) and its share of ∂L/∂α_j = h_j · ∂L/∂c_i."""
+        b, j = tl.program_id(0), tl.program_id(1)
+        t, cols = tl.arange(0, BT), j * BC + tl.arange(0, BC)
+        inside, ok = t < Tx, cols < CTX
+        gc = tl.load(DC + b * dc_stride + cols, mask=ok, other=0)
+        if HAS_CG:
+            gc += tl.load(CG + b * CTX + cols, mask=ok, other=0).to(tl.float32)
+        tl.store(GC + b * gc_stride + cols, gc, mask=ok)
+        h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :],
+                    other=0).to(tl.float32)
+        tl.store(DAP + (b * tl.num_programs(1) + j) * BT + t, tl.sum(h * gc[None, :], axis=1))
+
+    @triton.jit
+    def _energy_grad(DAP, NJ: tl.constexpr, A, a_stride, Q, q_stride, K, V, DE, de_stride, DQ, dq_stride, DQ_lp,
+                     dql_stride, Tx, NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
+        """Program (b, j): softmax's backward from ∂L/∂α's shares, de into DE (the first program), then over
+        columns j·BN… of n', p recomputed from W_a s and U_a h: ∂L/∂(W_a s) = Σ_j de_j v_a ∘ (1 − p_j²) into DQ
+        and DQ_lp."""
+        b, j = tl.program_id(0), tl.program_id(1)
+        t, cols = tl.arange(0, BT), j * BN + tl.arange(0, BN)
+        inside, ok = t < Tx, cols < NA
+        dalpha = _sum_shares(DAP, b, NJ, BT)
+        alpha = tl.load(A + b * a_stride + t, mask=inside, other=0)
+        de = alpha * (dalpha - tl.sum(alpha * dalpha, axis=0))  # 0 on padding
+        tl.store(DE + b * de_stride + t, de, mask=inside & (t * 0 + j == 0))  # the first program
+        q = tl.load(Q + b * q_stride + cols, mask=ok, other=0).to(tl.float32)
+        k = tl.load(K + (b * Tx + t[:, None]) * NA + cols[None, :], mask=inside[:, None] & ok[None, :],
+                    other=0).to(tl.float32)
+        p = _tanh(k + q[None, :])
+        v = tl.load(V + cols, mask=ok, other=0)
+        dq = tl.sum(de[:, None] * (1 - p * p), axis=0) * v  # through p = tanh(·)
+        tl.store(DQ + b * dq_stride + cols, dq, mask=ok)
+        tl.store(DQ_lp + b * dql_stride + cols, _to(dq, DQ_lp), mask=ok)
+
+    @triton.jit
+    def _keys_grad(DE, de_b, de_i, Q, q_i, q_b, K, V, DK, DVP, Ty, Tx, NA: tl.constexpr, BJ: tl.constexpr,
+                   BN: tl.constexpr):
+        """Program (b, jb, k), after the backward loop: ∂L/∂(U_a h_j) = v_a ∘ Σ_i de_ij (1 − p_ij²) for source
+        positions jb·BJ… and columns k·BN… of n' into DK, and this tile's share of ∂L/∂v_a = Σ_ij de_ij p_ij into
+        DVP (B, NJB, n'); p_ij = tanh(W_a s_{i−1} + U_a h_j) recomputed from Q (Ty, B, ≥n') and K (B, Tx, n')."""
+        b, jb, kb = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        js, cols = jb * BJ + tl.arange(0, BJ), kb * BN + tl.arange(0, BN)
+        inside, ok = js < Tx, cols < NA
+        at = (b * Tx + js[:, None]) * NA + cols[None, :]
+        both = inside[:, None] & ok[None, :]
+        k = tl.load(K + at, mask=both, other=0).to(tl.float32)
+        dk = tl.zeros([BJ, BN], dtype=tl.float32)
+        dv = tl.zeros([BN], dtype=tl.float32)
+        for i in range(Ty):
+            q = tl.load(Q + i * q_i + b * q_b + cols, mask=ok, other=0).to(tl.float32)
+            de = tl.load(DE + b * de_b + i * de_i + js, mask=inside, other=0)
+            p = _tanh(k + q[None, :])
+            dk += de[:, None] * (1 - p * p)
+            dv += tl.sum(de[:, None] * p, axis=0)
+        v = tl.load(V + cols, mask=ok, other=0)
+        tl.store(DK + at, dk * v[None, :], mask=both)
+        tl.store(DVP + (b * tl.num_programs(1) + jb) * NA + cols, dv, mask=ok)
+
+
+def _tile(Tx: int, *widths: int) -> tuple[int, ...]:
+    """Rows BT ≥ Tx (a power of 2) and, for each width, the columns of a program's (BT, ·) tile."""
+    BT = _pow2(Tx)
+    return (BT, *(min(_pow2(w), max(16, 8192 // BT)) for w in widths))
+
+
+def attend_forward(Q, K, V, H, M, A, Cc, C_lp):
+    """Q (B, ≥n') W_a s_{i−1}, K (B, Tx, n') U_a h, V (n') v_a, H (B, Tx, ctx) h, M (B, Tx) uint8 1 on real words →
+    A (B, ·) α, Cc (B, ·) c_i and C_lp (B, ctx) c_i in the products' dtype. Two kernels: p and e's shares over
+    (row, columns of n'), then α and c over (row, columns of ctx). K may be in the products' dtype; every value
+    is computed in float32."""
+    B, Tx, NA = K.shape
+    CTX = H.size(2)
+    BT, BN, BC = _tile(Tx, NA, CTX)
+    NJ = triton.cdiv(NA, BN)
+    EP = A.new_empty(B, NJ, BT)
+    _energies[(B, NJ)](Q, Q.stride(0), K, V, EP, Tx, NA, BT=BT, BN=BN, num_warps=4)
+    _align[(B, triton.cdiv(CTX, BC))](EP, NJ, M, A, A.stride(0), H, Cc, Cc.stride(0), C_lp, Tx, CTX, BT=BT, BC=BC,
+                                      num_warps=4)
+
+
+def attend_backward(DC, CG, GC, Q, K, A, H, V, DE, DQ, DQ_lp):
+    """∂L/∂c_i = DC (+ CG, ∂L/∂x C of the GRU step, when given) into GC; the softmax's backward de (B, Tx) into
+    DE; ∂L/∂(W_a s_{i−1}) into DQ and DQ_lp, p recomputed from Q and K as attend_forward took them. Two kernels,
+    as attend_forward; `keys_grad` turns every step's de into ∂L/∂(U_a h) and ∂L/∂v_a after the loop."""
+    B, Tx, NA = K.shape
+    CTX = H.size(2)
+    BT, BN, BC = _tile(Tx, NA, CTX)
+    NJ = triton.cdiv(CTX, BC)
+    DAP = A.new_empty(B, NJ, BT)
+    _context_grad[(B, NJ)](DC, DC.stride(0), CG if CG is not None else DC, GC, GC.stride(0), H, DAP, Tx, CTX,
+                           CG is not None, BT=BT, BC=BC, num_warps=4)
+    _energy_grad[(B, triton.cdiv(NA, BN))](DAP, NJ, A, A.stride(0), Q, Q.stride(0), K, V, DE, DE.stride(0), DQ,
+                                           DQ.stride(0), DQ_lp, DQ_lp.stride(0), Tx, NA, BT=BT, BN=BN, num_warps=4)
+
+
+def keys_grad(DE, Q, K, V):
+    """From DE (B, Ty, Tx) every step's de, Q (Ty, B, ≥n') W_a s_{i−1} and K (B, Tx, n') U_a h: ∂L/∂(U_a h)
+    (B, Tx, n') and ∂L/∂v_a (n'), in float32. One kernel over (row, source positions, columns of n'), the steps
+    summed in registers (where adding into ∂L/∂(U_a h) at every step read and wrote it 2·Ty times)."""
+    B, Ty, Tx = DE.shape
+    NA = K.size(2)
+    BJ, BN = min(_pow2(Tx), 32), min(_pow2(NA), 128)
+    grid = (B, triton.cdiv(Tx, BJ), triton.cdiv(NA, BN))
+    DK, DVP = DE.new_empty(B, Tx, NA), DE.new_empty(B, grid[1], NA)
+    _keys_grad[grid](DE, DE.stride(0), DE.stride(1), Q, Q.stride(0), Q.stride(1), K, V, DK, DVP, Ty, Tx, NA, BJ=BJ,
+                     BN=BN, num_warps=4)
+    return DK, DVP.sum((0, 1))
+
+
+__all__ = ["attend_backward", "attend_forward", "keys_grad"]
