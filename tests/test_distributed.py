@@ -202,3 +202,34 @@ def test_a_setting_of_two_processes_started_as_one_stops_before_any_work(data: P
                                 str(data / "vocab.fr.tsv"), "--out-dir", str(out)], capture_output=True, text=True)
     assert translate.returncode == 2 and "'decode.processes' is 2, but 1 process was started" in translate.stderr
     assert "`srun --ntasks 2 rnnsearch translate …`" in translate.stderr and not out.exists()
+
+
+def test_the_process_group_closes_after_what_held_it_is_freed(monkeypatch):
+    """DistributedDataParallel lives in reference cycles: built in a function called inside `process_group`, it
+    outlived the group's `destroy_process_group` until Python's cycle collector ran, at worst during interpreter
+    shutdown, where destroying gloo's pending work aborted a process (rank 1 of the data-parallel benchmark,
+    exit -6, under load). The group is destroyed only once it is freed (the collector off, as it may be then)."""
+    import gc
+    import weakref
+
+    from rnnsearch import distributed
+
+    class Held:  # a stand-in for DDP: a cycle through its own hook
+        def __init__(self):
+            self.hook = lambda: self
+
+    alive_at_destroy = []
+
+    def body() -> weakref.ref:
+        return weakref.ref(Held())
+
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda *a, **kw: None)
+    monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: alive_at_destroy.append(ref() is not None))
+    gc.disable()
+    try:
+        with distributed.process_group(distributed.World(0, 2, 0, "torchrun"), torch.device("cpu")):
+            ref = body()
+            assert ref() is not None  # only the collector frees it
+    finally:
+        gc.enable()
+    assert alive_at_destroy == [False]

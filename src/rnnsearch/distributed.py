@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import logging
 import os
 import subprocess
@@ -130,7 +131,13 @@ def backend_for(device: torch.device) -> str:
 
 @contextlib.contextmanager
 def process_group(world: World, device: torch.device, what: str = "data-parallel training"):
-    """The process group of `world` (nothing for one process): NCCL when training on CUDA, else gloo."""
+    """The process group of `world` (nothing for one process): NCCL when training on CUDA, else gloo.
+
+    The body must leave no DistributedDataParallel behind in its own frame (build and use it in a function it
+    calls): DDP's reducer holds the group, and reference cycles keep DDP alive past `destroy_process_group` until
+    Python's cycle collector runs, at worst while the interpreter shuts down, where destroying gloo's pending
+    work aborts the process (SIGABRT; pytorch/pytorch#179291). The collection here frees it, and the group with
+    it, while the interpreter is whole."""
     if world.size == 1:
         yield
         return
@@ -143,6 +150,7 @@ def process_group(world: World, device: torch.device, what: str = "data-parallel
     try:
         yield
     finally:
+        gc.collect()
         dist.destroy_process_group()
 
 

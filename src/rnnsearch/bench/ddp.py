@@ -109,27 +109,35 @@ def _worker(size: str, batch: int, length: int, steps: int, threads: int, out: s
     keep_freed_memory()
     torch.set_num_threads(threads)
     torch.manual_seed(1234)
-    world, sizes = detect(), TRAIN_SIZES[size]
-    K = sizes["vocab"] + 3
+    world = detect()
     with process_group(world, torch.device("cpu")):
-        model = build_model({"arch": "rnnsearch", **sizes}, K, K).train()
-        net = torch.nn.parallel.DistributedDataParallel(model) if world.size > 1 else model
-        optimizer = make_optimizer(model.parameters(), "adam", lr=1e-4)
-        g = torch.Generator().manual_seed(1234)
-        sents = [torch.randint(3, K, (length,), generator=g).tolist() + [1] for _ in range(2 * batch)]
-        b, _ = make_batch(sents[:batch], sents[batch:], list(range(batch))).share(world.rank, world.size)
-        # bench-train's update on this process's share: its mean loss, which DDP averages into the minibatch's
-        # mean when the shares are equal (the same arithmetic as train.py's scaling)
-        times = _timed_updates(net, optimizer, b, 2, steps, f"process {world.rank}")
-        seconds = sum(times) / steps
-        result = {"processes": world.size, "threads_per_process": threads, "parameters": model.num_parameters(),
-                  "seconds_per_update": round(seconds, 4), "pairs_per_s": round(batch / seconds, 2)}
-        if world.size > 1:  # the all-reduce alone: every gradient as one flat fp32 tensor, best of 3
-            flat = torch.ones(model.num_parameters())
-            best = min(_timed_allreduce(flat) for _ in range(3))
-            result.update(allreduce_s=round(best, 4), allreduce_gb_per_s=round(flat.numel() * 4 / best / 1e9, 3))
-        if world.leader:
-            write_json_atomic(out, result)
+        result = _measured(world, size, batch, length, steps, threads)
+    if world.leader:
+        write_json_atomic(out, result)
+
+
+def _measured(world, size: str, batch: int, length: int, steps: int, threads: int) -> dict:
+    """This process's timing of its share of the updates (and of the all-reduce alone), its DDP freed on return
+    (distributed.process_group)."""
+    sizes = TRAIN_SIZES[size]
+    K = sizes["vocab"] + 3
+    model = build_model({"arch": "rnnsearch", **sizes}, K, K).train()
+    net = torch.nn.parallel.DistributedDataParallel(model) if world.size > 1 else model
+    optimizer = make_optimizer(model.parameters(), "adam", lr=1e-4)
+    g = torch.Generator().manual_seed(1234)
+    sents = [torch.randint(3, K, (length,), generator=g).tolist() + [1] for _ in range(2 * batch)]
+    b, _ = make_batch(sents[:batch], sents[batch:], list(range(batch))).share(world.rank, world.size)
+    # bench-train's update on this process's share: its mean loss, which DDP averages into the minibatch's
+    # mean when the shares are equal (the same arithmetic as train.py's scaling)
+    times = _timed_updates(net, optimizer, b, 2, steps, f"process {world.rank}")
+    seconds = sum(times) / steps
+    result = {"processes": world.size, "threads_per_process": threads, "parameters": model.num_parameters(),
+              "seconds_per_update": round(seconds, 4), "pairs_per_s": round(batch / seconds, 2)}
+    if world.size > 1:  # the all-reduce alone: every gradient as one flat fp32 tensor, best of 3
+        flat = torch.ones(model.num_parameters())
+        best = min(_timed_allreduce(flat) for _ in range(3))
+        result.update(allreduce_s=round(best, 4), allreduce_gb_per_s=round(flat.numel() * 4 / best / 1e9, 3))
+    return result
 
 
 def _timed_allreduce(t: torch.Tensor) -> float:

@@ -194,8 +194,10 @@ def startup(w: Path, name: str, out: Path) -> None:
         training.step(batch, {})
         update = {"seconds": round(_process_seconds() - seconds, 2), "peak_rss_mb": proc_mb("VmHWM"),
                   "batch": [*batch.x.shape, batch.y_in.shape[1]]}  # B, Tx, Ty
+        pairs = len(training.pairs)
+        del training  # its DDP, freed with the group (distributed.process_group)
     write_json_atomic(out / f"rank{world.rank}.json", {"seconds": round(seconds, 2), "peak_rss_mb": peak,
-                                                       "pss_mb": pss, "pairs": len(training.pairs),
+                                                       "pss_mb": pss, "pairs": pairs,
                                                        "first_update": update})
 
 

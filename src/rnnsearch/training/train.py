@@ -108,7 +108,8 @@ def train(name: str, model_cfg: dict, train_cfg: TrainConfig, seed: int, files: 
     with stop_on_signals() as stop, process_group(world, device):  # a SIGTERM while the data loads: update 1
         training = Training(name, model_cfg, train_cfg, seed, files, Path(out_dir), world, device, text, continues)
         training.loop(stop)
-        return training.finish()
+        stats, training = training.finish(), None  # its DDP freed before the group closes (process_group)
+    return stats
 
 
 class Training:
