@@ -36,13 +36,14 @@ def dvc_workspace(tmp_path_factory) -> Path:
     return git_repository(repo_copy(tmp_path_factory.mktemp("dvc"), {"remove": others, "prepare": {"shards": 1}}))
 
 
-def test_dvc_repro_gives_the_same_results_and_tracks_params(dvc_workspace: Path, tiny_dag: Path, tmp_path: Path):
+def test_dvc_repro_gives_the_same_results_and_tracks_params(dvc_workspace: Path, request, tmp_path: Path):
     """`dvc repro` runs every stage; its outputs are those of `snakemake` (tiny_dag: replicate 1 of each model, the
-    training text in two shards where this ws has one)."""
+    training text in two shards where this ws has one; asked for after the run, so that test_workflow.py's worker
+    builds it meanwhile)."""
     ws = dvc_workspace
     repro = sh([str(BIN / "dvc"), "repro"], ws)
     assert "Running stage 'train_rnnsearch-50'" in repro.stdout
-    smk = tiny_dag / "results"
+    smk = request.getfixturevalue("tiny_dag") / "results"
     for m in DVC_MODELS:
         a = json.loads((smk / f"scores/{m}/replicate1.json").read_text())
         b = json.loads((ws / f"results/scores/{m}/replicate1.json").read_text())
