@@ -133,11 +133,11 @@ def backend_for(device: torch.device) -> str:
 def process_group(world: World, device: torch.device, what: str = "data-parallel training"):
     """The process group of `world` (nothing for one process): NCCL when training on CUDA, else gloo.
 
-    The body must leave no DistributedDataParallel behind in its own frame (build and use it in a function it
-    calls): DDP's reducer holds the group, and reference cycles keep DDP alive past `destroy_process_group` until
-    Python's cycle collector runs, at worst while the interpreter shuts down, where destroying gloo's pending
-    work aborts the process (SIGABRT; pytorch/pytorch#179291). The collection here frees it, and the group with
-    it, while the interpreter is whole."""
+    The body must hold no reference to its DistributedDataParallel when it ends (build it in a function it calls,
+    or drop the name): DDP's reducer holds the group, and reference cycles keep DDP alive past
+    `destroy_process_group` until Python's cycle collector runs, at worst while the interpreter shuts down, where
+    destroying gloo's pending work aborts the process (SIGABRT; pytorch/pytorch#179291). The collection here frees
+    it, and the group with it, while the interpreter is whole."""
     if world.size == 1:
         yield
         return
