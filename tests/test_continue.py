@@ -16,7 +16,7 @@ from rnnsearch import config as cfg
 from rnnsearch.textio import InputError
 from rnnsearch.training.train import TrainFiles, train
 
-from .conftest import REPO, built_once, repo_copy, run
+from .conftest import REPO, built_once, dag_copy, repo_copy, run
 from .test_resume import data  # noqa: F401  (the session's tokenized synthetic corpus)
 
 PARENT, CHILD, N, TOTAL = "rnnsearch-50", "rnnsearch-50-star", 60, 100
@@ -153,14 +153,17 @@ def test_paper_yaml_trains_rnnsearch_50_star_after_rnnsearch_50_from_its_checkpo
 
 
 @pytest.mark.slow
-def test_the_workflow_reruns_the_child_when_the_parents_budget_changes(tmp_path: Path):
-    """On the tiny config: the child's job trains only the updates after its parent's, and after a change of
-    the parent's budget `snakemake -n` plans both trainings again."""
+def test_the_workflow_reruns_the_child_when_the_parents_budget_changes(tiny_dag: Path, tmp_path: Path):
+    """On the tiny DAG's data: with a constant rate, the parent trains again and the child's job trains only the
+    updates after its parent's; after a change of the parent's budget `snakemake -n` plans both trainings again."""
     overlay = {"train": {"lr_decay": 0}, cfg.REMOVE: ["models.rnnencdec-30", "models.rnnsearch-30",
                                                        "models.rnnencdec-50"],
                "models": {CHILD: {"arch": "rnnsearch", "train_max_len": 50, "continues": PARENT, "max_updates": 20}}}
-    repo = repo_copy(tmp_path, overlay)
+    repo = dag_copy(tiny_dag, tmp_path / "ws", overlay)
     targets = [f"results/models/{m}/replicate1/train_stats.json" for m in (PARENT, CHILD)]
+    planned = run(["snakemake", "-n", *targets], repo).stdout
+    assert sorted(_trains(planned)) == sorted([f"{PARENT}/1", f"{CHILD}/1"]), planned
+    assert "rule tokenize" not in planned, planned  # the data are the tiny DAG's
     run(["snakemake", "--cores", "2", *targets], repo)
     stats = json.loads((repo / targets[1]).read_text())
     assert [(r["start"], r["end"]) for r in stats["runs"]] == [(0, 12), (12, 20)]

@@ -46,11 +46,14 @@ def _interrupt_after_a_checkpoint(ws: Path, past: int) -> int:
     return _checkpoint_update(ws)
 
 
+BUDGET = 120  # updates: each Ctrl-C follows a checkpoint (every 20), the first past the tiny DAG's 12
+
+
 def test_a_training_interrupted_twice_keeps_its_whole_log(tiny_dag: Path, tmp_path: Path):
     """A larger budget than the finished training's (lr_decay: the finished run is moved aside, the training starts
     again), stopped twice by Ctrl-C, then finished: `train.log` beside the model holds all three jobs, the warning
     about the run moved aside included; Snakemake's `log:` holds the last job's part."""
-    ws = dag_copy(tiny_dag, tmp_path / "ws", {"models": {"rnnsearch-50": {"max_updates": 400}},
+    ws = dag_copy(tiny_dag, tmp_path / "ws", {"models": {"rnnsearch-50": {"max_updates": BUDGET}},
                                               "train": {"checkpoint_every": 20, "log_every": 20}})
     first = _interrupt_after_a_checkpoint(ws, _checkpoint_update(ws))  # past the finished run's
     second = _interrupt_after_a_checkpoint(ws, first)
@@ -64,7 +67,8 @@ def test_a_training_interrupted_twice_keeps_its_whole_log(tiny_dag: Path, tmp_pa
     for job, update in zip(jobs[1:3], (first, second)):
         assert f"signal 2 at update {update}: checkpoint saved" in job, job
     assert f"resuming from {MODEL}/checkpoint.pt at update {first}" in jobs[2]
-    assert f"resuming from {MODEL}/checkpoint.pt at update {second}" in jobs[3] and "update 400/400" in jobs[3]
+    assert f"resuming from {MODEL}/checkpoint.pt at update {second}" in jobs[3]
+    assert f"update {BUDGET}/{BUDGET}" in jobs[3]
     last = (ws / "results/logs/train/rnnsearch-50/replicate1.log").read_text()  # Snakemake's: the last job only
     assert f"at update {second}" in last and "checkpoint saved" not in last
 
