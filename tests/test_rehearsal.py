@@ -66,6 +66,10 @@ def test_any_subset_of_paper_yamls_models_is_a_valid_rehearsal():
     assert star["continues"] == "rnnsearch-50" and star["max_updates"] == 600
     assert whole["train"]["precision"] == "bf16"  # paper.yaml's, unless --precision says otherwise
     assert rehearsal.rehearsal_params(None, 300, 2, 2, "fp32")["train"]["precision"] == "fp32"
+    # threads: paper.yaml's (8 per training, 4 per translation), at most Snakemake's cores
+    assert (whole["train"]["threads"], whole["decode"]["threads"]) == (8, 4)
+    two = rehearsal.rehearsal_params(None, 300, 2, 2, cores=2)
+    assert (two["train"]["threads"], two["decode"]["threads"]) == (2, 2)
 
 
 def test_the_projection_counts_a_continued_models_own_updates_after_its_parent():
@@ -115,6 +119,7 @@ def test_the_rehearsal_runs_the_papers_dag_with_paper_size_models_on_the_cpu(tmp
                                                     for j in result["jobs"])
     params = yaml.safe_load((out / "params.yaml").read_text())
     assert params["train"]["precision"] == "fp32"  # bf16 (paper.yaml's) is emulated on a CPU without bf16 products
+    assert params["train"]["threads"] == params["decode"]["threads"] == 2  # the cores, not paper.yaml's 8 and 4
     assert params["model"]["n"] == 1000 and params["decode"]["beam"] == 12 and params["train"]["batch_size"] == 80
     for m in ("rnnencdec-30", "rnnsearch-50"):
         t = result["trainings"][m]

@@ -121,11 +121,12 @@ def generate(pairs: int, lengths: np.ndarray, vocabs: list[tuple[np.ndarray, np.
 
 
 def rehearsal_params(models: list[str] | None, updates: int, validations: int, shards: int,
-                     precision: str | None = None) -> dict:
+                     precision: str | None = None, cores: int | None = None) -> dict:
     """paper.yaml over params.yaml, with the rehearsal's data, budgets (`updates` per training job: a model that
     continues another trains that many after it), shards and `precision` (None: paper.yaml's); `models`: a
     subset, which keeps figures.alignment_model in the config (the figures need it) though only the subset is
-    built."""
+    built. The trainings' and translations' threads are at most Snakemake's `cores` (paper.yaml's 8 and 4 on a
+    2-core machine made each orthogonal initialisation of a paper-size matrix 20 times slower)."""
     config = cfg.load_params([REPO / "params.yaml", PAPER])
     unknown = sorted(set(models or []) - set(config["models"]))
     if unknown:
@@ -135,7 +136,9 @@ def rehearsal_params(models: list[str] | None, updates: int, validations: int, s
                "prepare": {"shards": shards},
                "models": {m: {"max_updates": updates * (1 + len(cfg.ancestors(config, m)))} for m in config["models"]},
                "train": {"validate_every": max(1, updates // validations), "checkpoint_every": updates,
-                         "log_every": max(1, updates // 20), **({"precision": precision} if precision else {})},
+                         "log_every": max(1, updates // 20), **({"precision": precision} if precision else {}),
+                         "threads": min(config["train"]["threads"], cores or config["train"]["threads"])},
+               "decode": {"threads": min(config["decode"]["threads"], cores or config["decode"]["threads"])},
                "remove": [f"models.{m}" for m in config["models"] if m not in kept]}
     merged = cfg.overlay(config, changes, "rnnsearch rehearse")
     cfg.validate(merged)
@@ -318,12 +321,13 @@ def run_rehearse(dev: list[str], test: str, out_dir: str, plan: Rehearsal) -> di
     ws, start = Path(out_dir), time.monotonic()
     if (ws / "results").exists():
         raise InputError(f"{ws}/results exists: give the rehearsal a new --out-dir (nothing there is overwritten)")
-    params = rehearsal_params(models, updates, validations, shards or os.cpu_count() or 1, precision)
+    params = rehearsal_params(models, updates, validations, shards or os.cpu_count() or 1, precision, cores)
     langs = (params["data"]["src"], params["data"]["tgt"])
     dev_pairs, test_pairs = real_text(dev, langs), real_text([test], langs)  # read before anything is made
     workspace(ws)
     (ws / "params.yaml").write_text("# rnnsearch rehearse: paper.yaml over params.yaml, with the rehearsal's data, "
-                                    "budgets and shards\n" + yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+                                    "budgets, shards and threads\n" + yaml.safe_dump(params, sort_keys=False),
+                                    encoding="utf-8")
     (ws / "data").mkdir(exist_ok=True)
     write_pairs(dev_pairs, langs, ws / "data" / "dev")
     write_pairs(test_pairs, langs, ws / "data" / "test")
