@@ -60,13 +60,14 @@ def test_a_model_trains_and_translates_through_slurm_on_a_gpu_and_matches_a_loca
     through Slurm, and test_dvc.py's `dvc repro` checks a training text prepared in one shard against tiny_dag's
     two): the same translations and scores as the local run."""
     ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("slurm"), GPU)
+    scores = [f"results/scores/{m}/replicate1.json" for m in MODELS]
     for output in (f"results/{kind}/{m}/replicate1" for kind in ("models", "translations") for m in MODELS):
         shutil.rmtree(ws / output)
-    for score in (f"results/scores/{m}/replicate1.json" for m in MODELS):
+    for score in scores:
         (ws / score).unlink()
-    planned = snakemake(ws, "-n", *[f"results/scores/{m}/replicate1.json" for m in MODELS]).stdout
+    planned = snakemake(ws, "-n", *scores).stdout
     assert job_counts(planned) == {"train": len(MODELS), "translate": len(MODELS), "score": len(MODELS)}, planned
-    snakemake(ws, *SLURM, *[f"results/scores/{m}/replicate1.json" for m in MODELS])
+    snakemake(ws, *SLURM, *scores)
 
     jobs = submissions(ws)
     assert {rule for _, rule, _ in jobs} == {"train", "translate", "score"}, jobs
@@ -79,8 +80,7 @@ def test_a_model_trains_and_translates_through_slurm_on_a_gpu_and_matches_a_loca
         log = (ws / f"results/logs/train/{model}/replicate1.log").read_text()
         assert f"Slurm job {job} on" in log and "CUDA_VISIBLE_DEVICES='0'" in log
         assert "but CUDA is not available here: running on the CPU" in log  # the GPU here is /dev/null
-    for f in [*[f"results/scores/{m}/replicate1.json" for m in MODELS],
-              *[f"results/translations/{m}/replicate1/test.hyp" for m in MODELS]]:
+    for f in [*scores, *[f"results/translations/{m}/replicate1/test.hyp" for m in MODELS]]:
         assert (ws / f).read_bytes() == (tiny_dag / f).read_bytes(), f"{f}: Slurm and local runs differ"
 
     # A failure that running again repeats (a setting that cannot take effect: CUDA graphs without CUDA) is not
