@@ -233,3 +233,25 @@ def test_the_process_group_closes_after_what_held_it_is_freed(monkeypatch):
     finally:
         gc.enable()
     assert alive_at_destroy == [False]
+
+
+def test_no_reference_keeps_the_process_group_past_its_destruction(tmp_path: Path):
+    """torch.distributed.nn.functional's collectives take `group.WORLD` as a default argument, evaluated at its
+    first import; the first optimizer imports it (through torch._dynamo). Imported after init_process_group, it held
+    the group past destroy_process_group until the interpreter shut down, where freeing gloo's threads aborted the
+    data-parallel benchmark's rank 1 under load ("terminate called without an active exception"). Every process
+    imports rnnsearch.distributed before it starts a group: then nothing but the caller holds the group once it is
+    destroyed."""
+    script = f"""
+import sys, torch, torch.distributed as dist
+import rnnsearch.distributed
+dist.init_process_group("gloo", init_method="file://{tmp_path / 'store'}", rank=0, world_size=1)
+group = dist.group.WORLD
+torch.optim.Adadelta([torch.nn.Parameter(torch.ones(2))])
+dist.all_reduce(torch.ones(2))
+dist.destroy_process_group()
+print(sys.getrefcount(group) - 2, "dynamo" if "torch._dynamo" in sys.modules else "")
+"""
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["0", "dynamo"]  # the optimizer imported torch._dynamo; no reference is left

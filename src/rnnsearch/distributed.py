@@ -28,6 +28,12 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+# Before any process group exists: torch.distributed.nn.functional's ten collectives take `group=group.WORLD` as a
+# default argument, evaluated at the module's first import. torch._dynamo imports it, and the first optimizer
+# imports torch._dynamo: after init_process_group, those defaults held the group past destroy_process_group until
+# the interpreter shut down, where freeing gloo's worker threads aborted the process ("terminate called without an
+# active exception", exit -6). Imported here, before any group, they hold None.
+import torch.distributed.nn.functional  # noqa: F401
 
 from rnnsearch.textio import InputError
 
