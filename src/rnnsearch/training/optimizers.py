@@ -10,6 +10,8 @@ does not cover (weight decay, maximize, differentiable, complex or non-contiguou
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from rnnsearch.model import triton_kernels
@@ -42,11 +44,36 @@ def adadelta_step(param, grad, square_avg, acc_delta, lr, rho: float, eps: float
                                             BLOCK=block)
 
 
+def _plain_optimizer_methods() -> None:
+    """Every torch.optim step runs in a wrapper that imports torch._dynamo to mark graph breaks for torch.compile, and
+    Optimizer's add_param_group (from __init__), zero_grad, state_dict and load_state_dict in torch._disable_dynamo,
+    which imports it at their first call: 1.5 s of CPU in every process that trains (as long as importing torch),
+    for a compiler rnnsearch never runs. Outside torch.compile both wrappers only call the function (the step with
+    gradients off, as `_step` does). The second first looks for its function's cached disabled form
+    (`__dynamo_disable`): the function itself here. A torch whose wrappers differ leaves the attribute unread and
+    imports torch._dynamo as before."""
+    wrapper = torch._disable_dynamo(lambda: None).__code__
+    for method in vars(torch.optim.Optimizer).values():
+        function = getattr(method, "__wrapped__", None)
+        if function is not None and getattr(method, "__code__", None) is wrapper:
+            setattr(function, "__dynamo_disable", function)
+
+
+_plain_optimizer_methods()
+
+
+def _step(optimizer_class):
+    """`optimizer_class.step` as it runs outside torch.compile (see `_plain_optimizer_methods`): gradients off."""
+    return torch.no_grad()(inspect.unwrap(optimizer_class.step))
+
+
 class Adadelta(torch.optim.Adadelta):
+    _torch_step = _step(torch.optim.Adadelta)
+
     @torch.no_grad()
     def step(self, closure=None):
         if closure is not None or not all(self._covered(group) for group in self.param_groups):
-            return super().step(closure)
+            return self._torch_step(closure)
         for group in self.param_groups:
             params, grads, square_avgs, acc_deltas, steps = [], [], [], [], []
             self._init_group(group, params, grads, square_avgs, acc_deltas, steps)
@@ -73,9 +100,13 @@ class Adadelta(torch.optim.Adadelta):
         return True
 
 
+class Adam(torch.optim.Adam):
+    step = _step(torch.optim.Adam)
+
+
 def make_optimizer(params, optimizer: str, lr: float, rho: float = 0.95, eps: float = 1e-6,
                    capturable: bool = False) -> torch.optim.Optimizer:
     """Adadelta (the paper's, ρ, ε) or Adam (fused: a kernel per tensor); `capturable`: for a CUDA graph's replay."""
     if optimizer == "adadelta":
         return Adadelta(params, lr=lr, rho=rho, eps=eps, capturable=capturable)  # torch's; on a GPU one kernel
-    return torch.optim.Adam(params, lr=lr, fused=True, capturable=capturable)
+    return Adam(params, lr=lr, fused=True, capturable=capturable)
