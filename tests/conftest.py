@@ -44,13 +44,16 @@ def pytest_xdist_auto_num_workers(config) -> int:
 def pytest_configure(config):
     """Under pytest-xdist, each worker's share of the cores: torch's threads, and OMP_NUM_THREADS for the stages it
     starts. Two workers of two OpenMP threads each on two cores made every in-process torch test 8 to 15 times
-    slower (threads spinning for a core the other worker holds)."""
+    slower (threads spinning for a core the other worker holds). A process that sets its own threads (a rehearsal,
+    a benchmark: 2 on 2 cores) still spins where the other workers hold the cores: OMP_WAIT_POLICY=PASSIVE makes
+    its waiting threads sleep (the rehearsal's test beside two busy processes: 174 CPU-seconds, 73 with it)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1:
         import torch
 
         threads = str(max(1, (os.cpu_count() or 1) // workers))
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = threads
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
         torch.set_num_threads(int(threads))
 
 
@@ -153,10 +156,16 @@ def repo_copy(dest: Path, overrides: dict | None = None) -> Path:
     return dest
 
 
+def _wait_policy() -> dict:
+    """OMP_WAIT_POLICY where pytest_configure set it: the commands of a clean environment sleep too."""
+    return {"OMP_WAIT_POLICY": os.environ["OMP_WAIT_POLICY"]} if "OMP_WAIT_POLICY" in os.environ else {}
+
+
 def run(args: list, cwd: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
     """A command of this environment (`snakemake`, `dvc`, `rnnsearch`, ...) in `cwd`, with $HOME=cwd as a user's
     clone would see it; with `check`, a failure shows the ends of both streams."""
-    env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(cwd), "PYTHONUNBUFFERED": "1", **kw.pop("env", {})}
+    env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(cwd), "PYTHONUNBUFFERED": "1", **_wait_policy(),
+           **kw.pop("env", {})}
     p = subprocess.run([str(BIN / args[0]) if (BIN / args[0]).exists() else args[0], *map(str, args[1:])], cwd=cwd,
                        capture_output=True, text=True, env=env, **kw)
     if check and p.returncode != 0:
