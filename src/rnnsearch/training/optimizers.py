@@ -6,6 +6,7 @@ at the paper's size (80 million parameters) about 3 ms of an update of 20 on an 
 parameters' four float32 tensors several times. One kernel reads each once and writes three. The state (step,
 square_avg, acc_delta), its initialisation and the state_dict are torch's own; the CPU, and any setting the kernel
 does not cover (weight decay, maximize, differentiable, complex or non-contiguous tensors), run torch's step.
+Both optimizers step, and start, without importing torch._dynamo (`_plain_optimizer_methods`).
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ class Adadelta(torch.optim.Adadelta):
 
 
 class Adam(torch.optim.Adam):
+    """torch's Adam; its step without the wrapper that imports torch._dynamo (`_plain_optimizer_methods`)."""
+
     step = _step(torch.optim.Adam)
 
 
