@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
@@ -29,16 +30,19 @@ def _imports(path: Path) -> tuple[Path, ...]:
     found = []
     for statement in _STATEMENT.finditer(path.read_text(encoding="utf-8")):
         try:
-            nodes = ast.parse(textwrap.dedent(statement.group()), str(path)).body
+            found += files_imported(ast.parse(textwrap.dedent(statement.group()), str(path)).body)
         except SyntaxError:  # prose in a docstring
             continue
-        for name in (n for node in nodes for n in imported_names(node)):
-            if name == "rnnsearch" or name.startswith("rnnsearch."):
-                found += _files_of(name)
     return tuple(found)
 
 
-def imported_names(node: ast.AST) -> list[str]:
+def files_imported(nodes: Iterable[ast.AST]) -> list[Path]:
+    """The files of package `rnnsearch` that the import statements among `nodes` load."""
+    return [f for node in nodes for name in _imported_names(node)
+            if name == "rnnsearch" or name.startswith("rnnsearch.") for f in _files_of(name)]
+
+
+def _imported_names(node: ast.AST) -> list[str]:
     """The modules an import statement may load: `from a import b` loads a and, if b is a submodule, a.b."""
     if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
         return [node.module] + [f"{node.module}.{a.name}" for a in node.names]
