@@ -28,21 +28,14 @@ pytestmark = pytest.mark.slow
 MODEL = "results/models/rnnsearch-50/replicate1"
 
 
-def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_factory, tiny_dag: Path):
-    """train.processes: 2 makes the training one Slurm job of two tasks, started by srun, training data-parallel
-    (gloo: the node's two CPUs). Slurm's time limit (1 minute) stops a training that needs more: SIGTERM to both
-    tasks, checkpoint, exit; Snakemake resubmits it (`cluster.train.attempts`) and the new job resumes. A first run
-    of two attempts trains a budget no job reaches: Slurm stops both jobs inside the training, the second having
-    resumed the first's checkpoint, and Snakemake gives up. The budget is then set a few updates past the second
-    job's checkpoint (with lr_decay 0 it may change between a training and its resumption: training/state.py), and a second run's
-    job resumes and finishes it: 3 jobs, whatever the rate. (The budget was sized by the rate of a first, short Slurm
-    training: under load that rate was as low as 0.4 of the next minutes', and the training ran a second time; 3 to
-    5 jobs in all.) A job killed just after it finished (while Snakemake wraps up) is completed by the next one without
-    training. The data stages are the tiny DAG's, already built."""
+def _stopped_twice(tmp_path_factory, tiny_dag: Path) -> tuple[Path, dict]:
+    """The tiny DAG's RNNsearch-50 as one Slurm job of two tasks with a 1-minute limit and a budget no job reaches,
+    2 attempts: Slurm stops both jobs, the second having resumed the first's checkpoint, and Snakemake gives up.
+    Its workspace and the checkpoint's contents."""
     ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("timelimit"), {
         "cluster": {"train": {"runtime": 1, "attempts": 2}},  # no GPU: the node's one GPU is not one per task
         "models": {"rnnsearch-50": {"max_updates": 1_000_000}},
-        # lr_decay 0 (the paper's): the step sizes do not depend on the budget, which the second run changes
+        # lr_decay 0 (the paper's): the step sizes do not depend on the budget, which the test then changes
         "train": {"processes": 2, "checkpoint_every": 50, "log_every": 500, "validate_every": 2000, "lr_decay": 0}})
     model = f"{MODEL}/model.pt"
     planned = snakemake(ws, "-n", model).stdout
@@ -51,11 +44,26 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     assert first.returncode != 0 and (ws / MODEL / "checkpoint.pt").exists(), first.stdout[-3000:]
     saved = torch.load(ws / MODEL / "checkpoint.pt", weights_only=True)
     stopped = [(r["start"], r["end"], r["ended_by"]) for r in saved["progress"]["runs"]]
-    assert [s[2] for s in stopped] == ["signal 15"] * 2 and 0 < stopped[0][1] == stopped[1][0], stopped
+    assert [r[2] for r in stopped] == ["signal 15"] * 2 and 0 < stopped[0][1] == stopped[1][0], stopped
+    return ws, saved
+
+
+def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(tmp_path_factory, tiny_dag: Path):
+    """train.processes: 2 makes the training one Slurm job of two tasks, started by srun, training data-parallel
+    (gloo: the node's two CPUs). Slurm's time limit (1 minute) stops a training that needs more: SIGTERM to both
+    tasks, checkpoint, exit; Snakemake resubmits it (`cluster.train.attempts`) and the new job resumes. A first
+    run's two jobs are both stopped (_stopped_twice); with the budget then set 50 updates past the checkpoint (a
+    budget may change between a training and its resumption where lr_decay is 0: training/state.py), a second
+    run's job resumes and finishes it: 3 jobs, whatever the rate. (The budget was sized by the rate of a short
+    first training in Slurm: under load that rate was as low as 0.4 of the next minutes', and the training ran a
+    second time; 3 to 5 jobs in all.) A job killed just after it finished (while Snakemake wraps up) is completed
+    by the next one without training. The data stages are the tiny DAG's, already built."""
+    ws, saved = _stopped_twice(tmp_path_factory, tiny_dag)
     updates = saved["update"] + 50  # a few seconds of training at any rate seen here
     params = cfg.overlay(cfg.load_params([ws / "params.yaml"]), {"models": {"rnnsearch-50": {"max_updates": updates}},
                                                                 "cluster": {"train": {"attempts": 8}}}, "test")
     (ws / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    model = f"{MODEL}/model.pt"
     snakemake(ws, *SLURM, model)
     stats = json.loads((ws / MODEL / "train_stats.json").read_text())
     runs = stats["runs"]  # the training's own record of the jobs that worked on it
