@@ -243,8 +243,13 @@ def dag_copy(dag: Path, dest: Path, overrides: dict | None = None) -> Path:
     merged into its params.yaml."""
     shutil.copytree(dag, dest, symlinks=True, dirs_exist_ok=True)
     if overrides:
-        params = dest / "params.yaml"
-        merged = cfg.overlay(cfg.load_params([params]), overrides, "overrides")
-        cfg.validate(merged)
-        params.write_text(yaml.safe_dump(merged, sort_keys=False))
+        overlay_params(dest, overrides)
     return dest
+
+
+def overlay_params(ws: Path, overrides: dict) -> None:
+    """`overrides` merged into the params.yaml of workspace `ws`, validated."""
+    params = ws / "params.yaml"
+    merged = cfg.overlay(cfg.load_params([params]), overrides, "overrides")
+    cfg.validate(merged)
+    params.write_text(yaml.safe_dump(merged, sort_keys=False))

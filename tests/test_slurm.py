@@ -16,11 +16,10 @@ import time
 
 import pandas as pd
 import pytest
-import yaml
 
 from rnnsearch import config as cfg
 
-from .conftest import REPO, dag_copy, repo_copy
+from .conftest import REPO, dag_copy, overlay_params, repo_copy
 from .slurm_cluster import (DOCUMENTED, SLURM, finished_rules, job_record, slurm,  # noqa: F401 (slurm: autouse)
                             snakemake, submissions)
 from .test_workflow import job_counts
@@ -86,9 +85,7 @@ def test_a_model_trains_and_translates_through_slurm_on_a_gpu_and_matches_a_loca
     # A failure that running again repeats (a setting that cannot take effect: CUDA graphs without CUDA) is not
     # retried: with 3 attempts, the training runs once; Snakemake retries any failure, so its next attempts go to
     # Slurm asking for one minute and no GPU, and stop at once, saying why.
-    params = cfg.overlay(cfg.load_params([ws / "params.yaml"]), {"train": {"cuda_graphs": True},
-                                                                    "cluster": {"train": {"attempts": 3}}}, "test")
-    (ws / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    overlay_params(ws, {"train": {"cuda_graphs": True}, "cluster": {"train": {"attempts": 3}}})
     model = f"results/models/{MODELS[0]}/replicate1"
     before = len(submissions(ws))
     failed = snakemake(ws, *SLURM, f"{model}/model.pt", check=False)

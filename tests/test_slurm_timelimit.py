@@ -15,11 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
-from rnnsearch import config as cfg
-
-from .conftest import dag_copy
+from .conftest import dag_copy, overlay_params
 from .slurm_cluster import BIN, SLURM, job_record, slurm, slurm_logs, snakemake, submissions  # noqa: F401
 
 pytestmark = pytest.mark.slow
@@ -60,9 +57,7 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
     by the next one without training. The data stages are the tiny DAG's, already built."""
     ws, saved = _stopped_twice(tmp_path_factory, tiny_dag)
     updates = saved["update"] + 50  # a few seconds of training at any rate seen here
-    params = cfg.overlay(cfg.load_params([ws / "params.yaml"]), {"models": {"rnnsearch-50": {"max_updates": updates}},
-                                                                "cluster": {"train": {"attempts": 8}}}, "test")
-    (ws / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    overlay_params(ws, {"models": {"rnnsearch-50": {"max_updates": updates}}, "cluster": {"train": {"attempts": 8}}})
     model = f"{MODEL}/model.pt"
     snakemake(ws, *SLURM, model)
     stats = json.loads((ws / MODEL / "train_stats.json").read_text())
