@@ -248,8 +248,10 @@ def dag_copy(dag: Path, dest: Path, overrides: dict | None = None) -> Path:
 
 
 def overlay_params(ws: Path, overrides: dict) -> None:
-    """`overrides` merged into the params.yaml of workspace `ws`, validated."""
+    """`overrides` merged into the params.yaml of workspace `ws`, validated, and written anew at once (a rename: a
+    job that starts meanwhile reads the old file or the new one, never a part)."""
     params = ws / "params.yaml"
     merged = cfg.overlay(cfg.load_params([params]), overrides, "overrides")
     cfg.validate(merged)
-    params.write_text(yaml.safe_dump(merged, sort_keys=False))
+    params.with_suffix(".new").write_text(yaml.safe_dump(merged, sort_keys=False))
+    params.with_suffix(".new").replace(params)

@@ -1,45 +1,56 @@
-"""`snakemake --profile slurm` against a real Slurm: docs/cluster.md's command on the tiny pipeline, and one model
-trained and translated on GPUs from the local run's data, through the shipped profile, every job submitted to Slurm,
-training jobs holding a GPU, with the results of a local run (the tiny_dag fixture); a job over its memory request
-killed.
+"""`snakemake --profile slurm` against a real Slurm: docs/cluster.md's command on the tiny pipeline, through the
+shipped profile, every job submitted to Slurm, training and translation jobs holding a GPU, with the results of a
+local run (the tiny_dag fixture); a setting that cannot take effect tried once, not `attempts` times; a job over its
+memory request killed.
 test_slurm_timelimit.py has the training killed at its time limit.
 
 Needs a running Slurm (`workflow/slurm/local-cluster.sh` starts a one-node cluster; `.ci/run` does); skips,
-saying so, where there is none.
-"""
+saying so, where there is none."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from rnnsearch import config as cfg
 
-from .conftest import REPO, dag_copy, overlay_params, repo_copy
+from .conftest import REPO, overlay_params, repo_copy
 from .slurm_cluster import (DOCUMENTED, SLURM, finished_rules, job_record, slurm,  # noqa: F401 (slurm: autouse)
                             snakemake, submissions)
-from .test_workflow import job_counts
 
 pytestmark = pytest.mark.slow
 GPU = {"cluster": {"train": {"gpu": 1}, "decode": {"gpu": 1}}}
-MODELS = ("rnnsearch-50",)  # the alignment model: every rule (the others' jobs are these rules with other wildcards)
 
 
 def test_the_documented_command_runs_the_tiny_pipeline_through_slurm_as_a_local_run_does(tmp_path_factory, request):
-    """docs/cluster.md's command for the local cluster, as written, in a copy of the repository (its own
-    params.yaml): every job with a command goes to Slurm, polled with sacct, the run ends (it hung when the profile
-    and the local cluster disagreed on accounting), and its results are the local run's (tiny_dag, replicate 1)."""
+    """docs/cluster.md's command for the local cluster, as written, in a copy of the repository whose params.yaml
+    asks for a GPU per training and per translation job, as a GPU cluster's user sets it (GPU): every job with a
+    command goes to Slurm, polled with sacct, the run ends (it hung when the profile and the local cluster disagreed
+    on accounting), the GPU jobs hold the node's GPU and run on the CPU, saying so (it is /dev/null), and the
+    results are the local run's (tiny_dag, replicate 1)."""
     assert DOCUMENTED in (REPO / "docs" / "cluster.md").read_text()
     ws = repo_copy(tmp_path_factory.mktemp("documented"))
     (ws / "params.yaml").write_text((REPO / "params.yaml").read_text())  # as a clone has it
+    overlay_params(ws, GPU)
     snakemake(ws, *DOCUMENTED.split()[1:], timeout=1200)
-    assert finished_rules(ws) - {r for _, r, _ in submissions(ws)} == {"all"}  # every rule with a command
-    tiny_dag = request.getfixturevalue("tiny_dag")
+    jobs = submissions(ws)
+    assert finished_rules(ws) - {r for _, r, _ in jobs} == {"all"}  # every rule with a command
     models = list(cfg.load_params([ws / "params.yaml", ws / "tests/configs/tiny.yaml"])["models"])
+    for job, rule, _ in jobs:
+        if rule in ("train", "translate"):
+            record = job_record(job)
+            assert "gres:gpu:1" in record or "gres/gpu=1" in record, record  # Slurm's own record of the request
+    train = {w.rsplit("_", 1)[0]: job for job, rule, w in jobs if rule == "train"}  # wildcards: <model>_<replicate>
+    assert sorted(train) == sorted(models), jobs
+    for model, job in train.items():
+        log = (ws / f"results/logs/train/{model}/replicate1.log").read_text()
+        assert f"Slurm job {job} on" in log and "CUDA_VISIBLE_DEVICES='0'" in log, log
+        assert "but CUDA is not available here: running on the CPU" in log, log  # the GPU here is /dev/null
+    tiny_dag = request.getfixturevalue("tiny_dag")
     for f in ["results/scores/aer.json", *[f"results/scores/{m}/replicate1.json" for m in models],
               *[f"results/translations/{m}/replicate1/test.hyp" for m in models]]:
         assert (ws / f).read_bytes() == (tiny_dag / f).read_bytes(), f"{f}: Slurm and local runs differ"
@@ -51,47 +62,20 @@ def test_the_documented_command_runs_the_tiny_pipeline_through_slurm_as_a_local_
         ours, local = (t.drop(columns=[c for c in t if c.startswith("p vs ")]) for t in (ours, local))
         pd.testing.assert_frame_equal(ours, local, check_exact=True, obj=f"{table}: Slurm and local runs")
     assert (ws / "results/report.md").exists() and (ws / "results/explorer.html").exists()
+    _a_failure_that_repeats_itself_runs_once(ws)
 
 
-def test_a_model_trains_and_translates_through_slurm_on_a_gpu_and_matches_a_local_run(tmp_path_factory, tiny_dag):
-    """One model's training, translation and scores through the profile, training and translation jobs each asking
-    for a GPU, from the local run's data (tiny_dag: the documented command's test above runs the data stages
-    through Slurm, and test_dvc.py's `dvc repro` checks a training text prepared in one shard against tiny_dag's
-    two): the same translations and scores as the local run."""
-    ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("slurm"), GPU)
-    scores = [f"results/scores/{m}/replicate1.json" for m in MODELS]
-    for output in (f"results/{kind}/{m}/replicate1" for kind in ("models", "translations") for m in MODELS):
-        shutil.rmtree(ws / output)
-    for score in scores:
-        (ws / score).unlink()
-    planned = snakemake(ws, "-n", *scores).stdout
-    assert job_counts(planned) == {"train": len(MODELS), "translate": len(MODELS), "score": len(MODELS)}, planned
-    snakemake(ws, *SLURM, *scores)
-
-    jobs = submissions(ws)
-    assert {rule for _, rule, _ in jobs} == {"train", "translate", "score"}, jobs
-    train = [(job, w) for job, rule, w in jobs if rule == "train"]  # wildcards: <model>_<replicate>
-    assert sorted(w for _, w in train) == [f"{m}_1" for m in MODELS]
-    train = [(job, w.rsplit("_", 1)[0]) for job, w in train]
-    for job, model in train:
-        record = job_record(job)
-        assert "gres:gpu:1" in record or "gres/gpu=1" in record, record  # Slurm's own record of the request
-        log = (ws / f"results/logs/train/{model}/replicate1.log").read_text()
-        assert f"Slurm job {job} on" in log and "CUDA_VISIBLE_DEVICES='0'" in log
-        assert "but CUDA is not available here: running on the CPU" in log  # the GPU here is /dev/null
-    for f in [*scores, *[f"results/translations/{m}/replicate1/test.hyp" for m in MODELS]]:
-        assert (ws / f).read_bytes() == (tiny_dag / f).read_bytes(), f"{f}: Slurm and local runs differ"
-
-    # A failure that running again repeats (a setting that cannot take effect: CUDA graphs without CUDA) is not
-    # retried: with 3 attempts, the training runs once; Snakemake retries any failure, so its next attempts go to
-    # Slurm asking for one minute and no GPU, and stop at once, saying why.
+def _a_failure_that_repeats_itself_runs_once(ws: Path) -> None:
+    """A failure that running again repeats (a setting that cannot take effect: CUDA graphs without CUDA) is not
+    retried: with 3 attempts, the training runs once; Snakemake retries any failure, so its next attempts go to
+    Slurm asking for one minute and no GPU, and stop at once, saying why."""
     overlay_params(ws, {"train": {"cuda_graphs": True}, "cluster": {"train": {"attempts": 3}}})
-    model = f"results/models/{MODELS[0]}/replicate1"
+    model = "results/models/rnnsearch-50/replicate1"
     before = len(submissions(ws))
-    failed = snakemake(ws, *SLURM, f"{model}/model.pt", check=False)
+    failed = snakemake(ws, *SLURM, f"{model}/model.pt", *DOCUMENTED.split()[3:], check=False)  # tiny.yaml
     assert failed.returncode != 0
     attempts = [job for job, rule, _ in submissions(ws)[before:] if rule == "train"]
-    assert len(attempts) == 3, failed.stdout[-3000:]
+    assert len(attempts) == len(submissions(ws)[before:]) == 3, failed.stdout[-3000:]  # the training's, no other
     records = [job_record(job) for job in attempts]
     gpu = ("gres:gpu:1", "gres/gpu=1")
     assert any(g in records[0] for g in gpu) and "TimeLimit=00:30:00" in records[0], records[0]  # the training's
