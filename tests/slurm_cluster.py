@@ -33,15 +33,26 @@ def snakemake(ws: Path, *args: str, timeout: int = 1800, check: bool = True) -> 
     """snakemake in `ws`, with $HOME=ws and the profile installed there by README's one line. The timeout is for a
     run that hangs: with the whole test run held to 0.77 of a core (a CPU quota), the pipeline through Slurm took
     more than 900 s."""
+    p = subprocess.run([str(BIN / "snakemake"), *args], cwd=ws, capture_output=True, text=True, env=_environment(ws),
+                       timeout=timeout)
+    assert p.returncode == 0 or not check, f"snakemake {' '.join(args)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p
+
+
+def snakemake_started(ws: Path, *args: str, stdout) -> subprocess.Popen:
+    """snakemake in `ws` as `snakemake` runs it, started and left running, its output and errors to `stdout`."""
+    return subprocess.Popen([str(BIN / "snakemake"), *args], cwd=ws, env=_environment(ws), stdout=stdout,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _environment(ws: Path) -> dict:
+    """$HOME=ws, with the shipped profile installed there as `slurm` (README's one line), and this environment's
+    commands first on PATH."""
     profiles = ws / ".config" / "snakemake"
     if not (profiles / "slurm").exists():
         profiles.mkdir(parents=True, exist_ok=True)
         (profiles / "slurm").symlink_to(ws / "workflow" / "profiles" / "slurm")
-    env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(ws), "PYTHONUNBUFFERED": "1"}
-    p = subprocess.run([str(BIN / "snakemake"), *args], cwd=ws, capture_output=True, text=True, env=env,
-                       timeout=timeout)
-    assert p.returncode == 0 or not check, f"snakemake {' '.join(args)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
-    return p
+    return {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(ws), "PYTHONUNBUFFERED": "1"}
 
 
 def submissions(ws: Path) -> list[tuple[str, str, str]]:

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from .conftest import dag_copy, overlay_params
-from .slurm_cluster import BIN, SLURM, job_record, slurm, slurm_logs, snakemake, submissions  # noqa: F401
+from .slurm_cluster import (SLURM, job_record, slurm, slurm_logs, snakemake, snakemake_started,  # noqa: F401 (slurm)
+                            submissions)
 
 pytestmark = pytest.mark.slow
 
@@ -56,12 +57,10 @@ def test_a_training_of_two_tasks_past_its_time_limit_is_resubmitted_and_resumes(
         # lr_decay 0 (the paper's): the step sizes do not depend on the budget, which the test then changes
         "train": {"processes": 2, "checkpoint_every": 50, "log_every": 500, "validate_every": 2000, "lr_decay": 0}})
     model = f"{MODEL}/model.pt"
-    planned = snakemake(ws, "-n", model).stdout  # also installs the profile where the run below finds it
+    planned = snakemake(ws, "-n", model).stdout
     assert "rule train:" in planned and "rule tokenize" not in planned, planned  # only the training is to run
-    env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(ws), "PYTHONUNBUFFERED": "1"}
     with open(ws / OUT, "w") as out:
-        run = subprocess.Popen([str(BIN / "snakemake"), *SLURM, model], cwd=ws, env=env, stdout=out,
-                               stderr=subprocess.STDOUT)
+        run = snakemake_started(ws, *SLURM, model, stdout=out)
     try:
         updates = _stopped_once(ws, run)["update"] + 50  # a few seconds of training at any rate seen here
         overlay_params(ws, {"models": {"rnnsearch-50": {"max_updates": updates}}})
@@ -110,10 +109,8 @@ def test_a_plain_scancel_stops_a_training_at_a_checkpoint_and_snakemake_without_
         "models": {"rnnsearch-50": {"max_updates": 1_000_000}},
         "train": {"checkpoint_every": 1_000_000, "log_every": 10, "validate_every": 1_000_000}})
     model = f"{MODEL}/model.pt"
-    snakemake(ws, "-n", model)  # installs the profile where the run below finds it
-    env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(ws), "PYTHONUNBUFFERED": "1"}
-    run = subprocess.Popen([str(BIN / "snakemake"), *SLURM, model], cwd=ws, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
+    snakemake(ws, "-n", model)
+    run = snakemake_started(ws, *SLURM, model, stdout=subprocess.PIPE)
     history, deadline = ws / MODEL / "train.log", time.time() + 600
     while not re.search(r"==== job (\d+) on [^\n]*\n(?:.*\n)*.*rnnsearch-50 update \d+/",
                         history.read_text() if history.exists() else ""):
