@@ -21,8 +21,9 @@
 #
 # Each step has a time limit and its own log in OUT; with PACK=<file.tgz>, OUT is packed into it after every step.
 # The code runs from src/ (nothing is installed into the machine's Python). Wheels in .whl/, the packages that
-# PyTorch's own environment lacks (jsonschema and what it needs, sacremoses; JoeyNMT and its missing needs), are
-# installed first into a private folder. Exits non-zero when a test or a benchmark failed.
+# PyTorch's own environment lacks (tests/gpu-wheels.sh: snakemake, jsonschema, sacremoses and their needs;
+# JoeyNMT and its missing needs), are installed first into a private folder. Exits non-zero when a test or a
+# benchmark failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-results/bench/gpu}

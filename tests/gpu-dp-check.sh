@@ -11,7 +11,7 @@
 #    the all-reduce apart, and the 4- and 8-GPU projections for NVLink and 100 Gb/s Ethernet from those figures;
 # 3. the verdicts of issue #61's acceptance on stdout: replay within 1.25 x the 1-process graphed update, the
 #    8-GPU NVLink projection at least 6 x one GPU.
-# Wheels in .whl/ (jsonschema and what it needs, sacremoses) are installed first into a private folder, as
+# Wheels in .whl/ (tests/gpu-wheels.sh makes them) are installed first into a private folder, as
 # gpu-check.sh does. Exits non-zero when a test, the benchmark or a verdict failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."

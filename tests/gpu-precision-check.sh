@@ -9,8 +9,8 @@
 # pairs and the real dev and test text, 1,500 updates and 3 validations each (RNNsearch-50* 1,500 after
 # RNNsearch-50's, which it continues): their updates/s at real sentence lengths, and the projection of Table 1's
 # five trainings (docs/cluster.md's table). On stdout: each model's rate and hours, and the hours on this GPU
-# against the goal of 8. Wheels in .whl/ are installed first, as gpu-check.sh does. Exits non-zero when the
-# rehearsal failed.
+# against the goal of 6. Wheels in .whl/ (tests/gpu-wheels.sh makes them) are installed first, as gpu-check.sh
+# does. Exits non-zero when the rehearsal failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 data=${1:?usage: bash tests/gpu-precision-check.sh DATA [OUT]}
