@@ -8,7 +8,9 @@ saying so, where there is none.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -27,10 +29,26 @@ MODEL = "results/models/rnnsearch-50/replicate1"
 OUT = "snakemake.out"  # what Snakemake prints, in the workspace
 
 
+def _training_tasks(ws: Path) -> list[int]:
+    """The process ids of the trainings running in `ws` (`rnnsearch train`, one per Slurm task)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if (proc.name.isdigit() and (proc / "comm").read_text().strip() == "rnnsearch"
+                    and " train " in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    and Path(os.readlink(proc / "cwd")).is_relative_to(ws)):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
 def _stopped_once(ws: Path, run: subprocess.Popen) -> dict:
     """The checkpoint the first Slurm job saved when its time limit stopped it (its last run ended by SIGTERM),
-    watched for while Snakemake runs."""
-    checkpoint, seen, deadline = ws / MODEL / "checkpoint.pt", None, time.time() + 600
+    watched for while Snakemake runs. Once the job's first checkpoint is saved (update 50), its two tasks are
+    paused (SIGSTOP) until the time limit, where Slurm sends the job's processes SIGCONT and SIGTERM (as to any
+    job at its limit): the same stop, without the minute of training on both CPUs that the other tests share."""
+    checkpoint, seen, paused, deadline = ws / MODEL / "checkpoint.pt", None, False, time.time() + 600
     while True:
         assert run.poll() is None and time.time() < deadline, (ws / OUT).read_text()[-3000:]
         stamp = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
@@ -38,6 +56,12 @@ def _stopped_once(ws: Path, run: subprocess.Popen) -> dict:
             seen, saved = stamp, torch.load(checkpoint, weights_only=True)
             if saved["progress"]["runs"][-1]["ended_by"] == "signal 15":
                 return saved
+            if not paused and saved["progress"]["runs"][-1]["ended_by"] is None:  # saved by a running training
+                tasks = _training_tasks(ws)
+                assert len(tasks) == 2, tasks
+                for pid in tasks:
+                    os.kill(pid, signal.SIGSTOP)
+                paused = True
         time.sleep(0.5)
 
 
