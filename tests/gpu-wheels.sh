@@ -6,9 +6,9 @@
 #
 #     bash tests/gpu-wheels.sh [PYTHON]   # PYTHON: the environment whose versions to take (default .venv/bin/python)
 #
-# Writes .whl/ (ignored by git: `echo /.whl/ >> .git/info/exclude`); about 28 MB. The names are those a CUDA image
-# without them failed to import, found by running `rnnsearch rehearse` in an environment holding only that
-# image's packages and these wheels. A package on PyPI only as source (connection-pool) is built here into a wheel.
+# Writes .whl/ (ignored by git); about 27 MB. The names: what snakemake, jsonschema and sacremoses need, less what
+# the CUDA image has; checked by running `rnnsearch rehearse` in an environment holding only that image's packages
+# and these wheels. A package on PyPI only as source (connection-pool) is built here into a wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${1:-.venv/bin/python}
