@@ -255,3 +255,15 @@ def overlay_params(ws: Path, overrides: dict) -> None:
     cfg.validate(merged)
     params.with_suffix(".new").write_text(yaml.safe_dump(merged, sort_keys=False))
     params.with_suffix(".new").replace(params)
+
+
+def processes_in(folder: Path) -> dict[int, str]:
+    """This machine's processes whose working directory lies in `folder`: process id → command line."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")).is_relative_to(folder):
+                found[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+    return found

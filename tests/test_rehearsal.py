@@ -5,7 +5,6 @@ embedded corpus's text as the user's dev and test, a few updates each; so that t
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from rnnsearch.bench import rehearsal
 from rnnsearch.data.corpus import synthetic
 from rnnsearch.textio import EXIT_INTERRUPTED, InputError
 
-from .conftest import REPO
+from .conftest import REPO, processes_in
 
 
 def test_the_generated_corpus_has_the_dev_lengths_and_the_real_words(tmp_path: Path):
@@ -197,18 +196,6 @@ def test_the_rehearsal_reads_the_gpu_memory_and_graphs_of_each_progress_line(tmp
         {"update": 150, "allocated_gb": 1.3, "reserved_gb": 5.2, "cuda_graphs": 28}]
 
 
-def processes_in(folder: Path) -> list[str]:
-    """The command lines of this machine's processes whose working directory lies in `folder`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")).is_relative_to(folder):
-                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            continue
-    return found
-
-
 @pytest.mark.slow
 def test_sigterm_stops_the_rehearsal_and_everything_it_started(tmp_path: Path):
     """SIGTERM while a paper-size training runs: the rehearsal exits 75, and a few seconds later no process it
@@ -227,10 +214,10 @@ def test_sigterm_stops_the_rehearsal_and_everything_it_started(tmp_path: Path):
         assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-2000:]
         time.sleep(0.2)
     time.sleep(2)  # the training is under way
-    assert any("rnnsearch train" in c for c in processes_in(out))
+    assert any("rnnsearch train" in c for c in processes_in(out).values())
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == EXIT_INTERRUPTED, proc.stderr.read()[-2000:]
     time.sleep(3)
-    assert processes_in(out) == []
+    assert processes_in(out) == {}
     assert not list((out / ".snakemake" / "locks").glob("*"))
     assert "Snakemake and its jobs stopped" in proc.stderr.read()

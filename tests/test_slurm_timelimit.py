@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from .conftest import dag_copy, overlay_params
+from .conftest import dag_copy, overlay_params, processes_in
 from .slurm_cluster import (SLURM, job_record, slurm, slurm_logs, snakemake, snakemake_started,  # noqa: F401 (slurm)
                             submissions)
 
@@ -30,15 +30,14 @@ OUT = "snakemake.out"  # what Snakemake prints, in the workspace
 
 
 def _training_tasks(ws: Path) -> list[int]:
-    """The process ids of the trainings running in `ws` (`rnnsearch train`, one per Slurm task)."""
+    """The process ids of the trainings running in `ws` (`rnnsearch train`, one per Slurm task; not srun or the
+    shell that started them, whose command lines name it too)."""
     found = []
-    for proc in Path("/proc").iterdir():
+    for pid, command in processes_in(ws).items():
         try:
-            if (proc.name.isdigit() and (proc / "comm").read_text().strip() == "rnnsearch"
-                    and " train " in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                    and Path(os.readlink(proc / "cwd")).is_relative_to(ws)):
-                found.append(int(proc.name))
-        except OSError:
+            if " train " in command and Path(f"/proc/{pid}/comm").read_text().strip() == "rnnsearch":
+                found.append(pid)
+        except OSError:  # ended meanwhile
             continue
     return found
 
@@ -54,9 +53,10 @@ def _stopped_once(ws: Path, run: subprocess.Popen) -> dict:
         stamp = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
         if stamp and stamp != seen:  # saved anew (atomically: a rename)
             seen, saved = stamp, torch.load(checkpoint, weights_only=True)
-            if saved["progress"]["runs"][-1]["ended_by"] == "signal 15":
+            ended_by = saved["progress"]["runs"][-1]["ended_by"]
+            if ended_by == "signal 15":
                 return saved
-            if not paused and saved["progress"]["runs"][-1]["ended_by"] is None:  # saved by a running training
+            if not paused and ended_by is None:  # saved by a running training
                 tasks = _training_tasks(ws)
                 assert len(tasks) == 2, tasks
                 for pid in tasks:
