@@ -166,8 +166,13 @@ def run(args: list, cwd: Path, check: bool = True, **kw) -> subprocess.Completed
     clone would see it; with `check`, a failure shows the ends of both streams."""
     env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(cwd), "PYTHONUNBUFFERED": "1", **_wait_policy(),
            **kw.pop("env", {})}
-    p = subprocess.run([str(BIN / args[0]) if (BIN / args[0]).exists() else args[0], *map(str, args[1:])], cwd=cwd,
-                       capture_output=True, text=True, env=env, **kw)
+    if Path(args[0]).name == "snakemake" and set(kw) <= {"timeout"}:
+        from .forks import snakemake_command  # a fork of an interpreter that imported Snakemake: the same main()
+
+        p = snakemake_command([str(a) for a in args[1:]], cwd, env, kw.get("timeout"))
+    else:
+        p = subprocess.run([str(BIN / args[0]) if (BIN / args[0]).exists() else args[0], *map(str, args[1:])], cwd=cwd,
+                           capture_output=True, text=True, env=env, **kw)
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(map(str, args))} failed ({p.returncode}):\n{p.stdout[-3000:]}\n"
                              f"{p.stderr[-3000:]}")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,10 +15,8 @@ from rnnsearch.data.corpus import multi30k
 from rnnsearch.data.corpus.download import DownloadError
 from rnnsearch.textio import InputError
 
-from .conftest import REPO, repo_copy
+from .conftest import REPO, repo_copy, run
 from .test_download import Server
-
-BIN = Path(sys.executable).parent
 
 
 @pytest.fixture
@@ -65,8 +61,7 @@ def test_the_workflow_downloads_and_prepares_multi30k(mirror, tmp_path):
     ws = repo_copy(tmp_path, {"data": {"source": "multi30k", "multi30k": {"url": mirror.url + "/task1/raw",
                                                                           "test": "test_2017_flickr"}},
                               "aer": {"gold": "none"}})
-    p = subprocess.run([str(BIN / "snakemake"), "--cores", "2", "results/data/raw/corpus.json"], cwd=ws,
-                       capture_output=True, text=True, env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
+    p = run(["snakemake", "--cores", "2", "results/data/raw/corpus.json"], ws, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     stats = json.loads((ws / "results/data/raw/corpus.json").read_text())
     assert {split: stats[split]["pairs"] for split in ("train", "dev", "test")} == {"train": 29000, "dev": 1014,
@@ -93,9 +88,8 @@ def test_the_preset_runs_offline_on_the_local_copy(shared_data, tmp_path):
         "train": {"validate_every": 20, "checkpoint_every": 20, "log_every": 10, "threads": 1},
         "decode": {"beam": 2, "batch_size": 100, "threads": 1, "max_len_a": 0.5, "max_len_b": 3},
         "score": {"bootstrap_samples": 50}, "prepare": {"shards": 1}}))
-    p = subprocess.run([str(BIN / "snakemake"), "all", "--cores", "2", "--configfile", "workflow/configs/multi30k.yaml",
-                        "workflow/configs/local.yaml", "ci.yaml"], cwd=ws, capture_output=True, text=True,
-                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
+    p = run(["snakemake", "all", "--cores", "2", "--configfile", "workflow/configs/multi30k.yaml",
+             "workflow/configs/local.yaml", "ci.yaml"], ws, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     corpus = json.loads((ws / "results/data/raw/corpus.json").read_text())
     assert corpus["train"]["pairs"] == 29000 and corpus["test"]["source"].endswith("test_2016_flickr.en")

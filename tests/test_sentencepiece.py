@@ -25,7 +25,7 @@ from rnnsearch.data.vocab import (
     train_sentencepiece,
 )
 
-from .conftest import REPO, repo_copy
+from .conftest import REPO, repo_copy, run
 
 BIN = Path(sys.executable).parent
 TEXT = [f"the {a} house{'s' if i % 2 else ''} of {b} were {c}ly {a}er than before ."
@@ -77,8 +77,7 @@ def test_the_whole_dag_runs_on_subwords(tmp_path):
                               "prepare": {"shards": 1},  # sharding: test_workflow.py, test_slurm.py, test_wmt14.py
                               "peer": {"model": "rnnsearch-30"},  # one model: the others' jobs are its rules
                               "remove": ["models.rnnencdec-30", "models.rnnencdec-50", "models.rnnsearch-50"]})
-    p = subprocess.run([str(BIN / "snakemake"), "--cores", "2", "all"], cwd=ws, capture_output=True, text=True,
-                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(ws)})
+    p = run(["snakemake", "--cores", "2", "all"], ws, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     assert (ws / "results/data/vocab.en.spm").exists() and (ws / "results/tables/table1.md").exists()
     hyps = (ws / "results/translations/rnnsearch-30/replicate1/test.hyp.tok").read_text()

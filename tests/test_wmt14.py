@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -21,11 +20,8 @@ from rnnsearch.data.corpus import wmt14
 from rnnsearch.data.corpus.download import DownloadError
 from rnnsearch.textio import InputError
 
-from .conftest import REPO, repo_copy
+from .conftest import REPO, repo_copy, run
 from .test_download import Server
-
-BIN = Path(sys.executable).parent
-ENV = {"PATH": f"{BIN}:/usr/bin:/bin"}
 
 
 def tar_bytes(members: dict[str, bytes], mode: str = "w:gz") -> bytes:
@@ -152,8 +148,7 @@ def mirror(tmp_path):
 
 
 def snakemake(ws: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "snakemake"), "--cores", "2", *args], cwd=ws, capture_output=True, text=True,
-                          env={**ENV, "HOME": str(ws)})
+    return run(["snakemake", "--cores", "2", *args], ws, check=False)
 
 
 @pytest.mark.slow
