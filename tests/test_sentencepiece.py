@@ -74,7 +74,7 @@ def test_subwords_need_no_word_alignment_gold():
 def test_the_whole_dag_runs_on_subwords(tmp_path):
     ws = repo_copy(tmp_path, {"vocab": {"kind": "sentencepiece", "src_size": 200, "tgt_size": 200},
                               "aer": {"gold": "none"}, "figures": {"alignment_model": "rnnsearch-30"},
-                              "prepare": {"shards": 1},  # sharding: test_workflow.py, test_slurm.py, test_wmt14.py
+                              "prepare": {"shards": 1},  # sharding: test_workflow.py, test_dvc.py, test_wmt14.py
                               "peer": {"model": "rnnsearch-30"},  # one model: the others' jobs are its rules
                               "remove": ["models.rnnencdec-30", "models.rnnencdec-50", "models.rnnsearch-50"]})
     p = run(["snakemake", "--cores", "2", "all"], ws, check=False)
