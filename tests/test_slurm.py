@@ -25,7 +25,7 @@ from .slurm_cluster import (DOCUMENTED, SLURM, finished_rules, job_record, slurm
 pytestmark = pytest.mark.slow
 GPU = {"cluster": {"train": {"gpu": 1}, "decode": {"gpu": 1}}}
 # Three of tiny.yaml's four models (both architectures, both lengths) and the training text in one shard (each
-# per-shard rule still runs): 34 Slurm jobs where the whole tiny DAG has 41, each job two Snakemake starts of
+# per-shard rule still runs): 33 Slurm jobs where the whole tiny DAG has 41, each job two Snakemake starts of
 # about 2 CPU-seconds besides its command. Sharding's outputs: test_workflow.py and test_dvc.py (one shard there).
 FEWER = {"prepare": {"shards": 1}, "remove": ["models.rnnsearch-30"]}
 
