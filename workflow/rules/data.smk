@@ -110,6 +110,7 @@ rule tokenize:
         split="dev|test",
     params:
         stage=stage_params("tokenize"),
+    localrule: True  # a few thousand sentences: seconds where Snakemake runs, not a Slurm job's queue wait
     conda:
         "../../envs/rnnsearch.yaml"
     log:

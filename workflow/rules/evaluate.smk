@@ -46,6 +46,7 @@ rule tables:
         scores=replicate_patterns("results/scores/{model}/replicate{replicate}.json"),
         stats=replicate_patterns("results/models/{model}/replicate{replicate}/train_stats.json"),
         hyps=replicate_patterns("results/translations/{model}/replicate{replicate}/test.hyp.tok"),
+    localrule: True  # reads scores and statistics: seconds where Snakemake runs, not a Slurm job's queue wait
     conda:
         "../../envs/rnnsearch.yaml"
     log:
@@ -79,6 +80,7 @@ rule figures:
     params:
         stage=stage_params("figures"),
         scores=replicate_patterns("results/scores/{model}/replicate{replicate}.json"),
+    localrule: True  # reads scores and one model's attention: seconds where Snakemake runs, not a Slurm job
     conda:
         "../../envs/rnnsearch.yaml"
     log:
@@ -164,6 +166,7 @@ rule report:
         scores=replicate_patterns("results/scores/{model}/replicate{replicate}.json"),
         hyps=lambda w, input: " ".join(f"{m}={h}" for m, h in zip(MODELS, input.hyps)),
         aer=lambda w, input: f"--aer {input.aer}" if input.aer else "",
+    localrule: True  # reads tables and figures: a second where Snakemake runs, not a Slurm job's queue wait
     conda:
         "../../envs/rnnsearch.yaml"
     log:
