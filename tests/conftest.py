@@ -161,11 +161,16 @@ def _wait_policy() -> dict:
     return {"OMP_WAIT_POLICY": os.environ["OMP_WAIT_POLICY"]} if "OMP_WAIT_POLICY" in os.environ else {}
 
 
+HANG = 1200  # seconds: the longest command of the tests (the tiny DAG's build) takes about 4 minutes on 2 cores
+
+
 def run(args: list, cwd: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
     """A command of this environment (`snakemake`, `dvc`, `rnnsearch`, ...) in `cwd`, with $HOME=cwd as a user's
-    clone would see it; with `check`, a failure shows the ends of both streams."""
+    clone would see it; with `check`, a failure shows the ends of both streams. A command that hangs fails its test
+    after `timeout` (default HANG) seconds, killed, instead of holding the whole run."""
     env = {"PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin", "HOME": str(cwd), "PYTHONUNBUFFERED": "1", **_wait_policy(),
            **kw.pop("env", {})}
+    kw.setdefault("timeout", HANG)
     if Path(args[0]).name == "snakemake" and set(kw) <= {"timeout"}:
         from .forks import snakemake_command  # a fork of an interpreter that imported Snakemake: the same main()
 
