@@ -135,7 +135,7 @@ EXP_SHOW = "dvc exp show --only-changed --drop 'Created|State|Executor|results/.
 def test_a_grid_of_decoding_experiments_reruns_only_decoding_and_what_follows(dvc_workspace: Path, tmp_path: Path):
     """docs/ablations.md's grid: with dvc.lock committed, experiments of decode.beam, each in a temporary copy of the
     repository (`dvc exp run --temp`: DVC's task queue, `--queue` then `--run-all`, can hang once its experiments
-    are done, DVC issue 10428, as it once did here), rerun no training (nor any data stage): translate, score,
+    are done: DVC's bug 10428 on GitHub), rerun no training (nor any data stage): translate, score,
     tables, figures, explorer and report only; a point of the grid at the committed value (as a grid around the
     default has) reruns nothing. `dvc exp show --only-changed` then shows the changed parameter and the headline
     metrics, nothing else."""
@@ -154,7 +154,7 @@ def test_a_grid_of_decoding_experiments_reruns_only_decoding_and_what_follows(dv
     follows = {f"{s}_{m}" for s in ("translate", "score") for m in DVC_MODELS} | {"tables", "figures", "explorer",
                                                                                    "report"}
     assert decoding <= follows, decoding
-    assert EXP_SHOW in (REPO / "docs" / "ablations.md").read_text()
+    assert EXP_SHOW in grid
     show = sh([str(BIN / "dvc"), *shlex.split(EXP_SHOW)[1:], "--csv"], ws).stdout
     columns = set(next(csv.reader(io.StringIO(show))))  # the changed parameter and Table 1's All BLEU, no more
     assert {c for c in columns if "." in c} == {"decode.beam"} | {f"{m}.All" for m in DVC_MODELS}, sorted(columns)
