@@ -41,6 +41,45 @@ def test_the_recurrences_run_the_kernels_where_they_can(name, device, monkeypatc
     assert calls == ["EncoderKernels", "DeepOutputKernels"]
 
 
+def _recurrence_inputs(device, attn, B=37, Tx=9, Ty=6, n=40, na=24, seed=0):
+    """Random inputs of the deep-output recurrence at sizes that are not whole tiles of the step kernels (37 rows:
+    two blocks of 32, the second mostly outside; n = 40: a block of 32 columns and a part), rows of 1 to Tx words."""
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *shape: (0.5 * torch.randn(*shape, generator=g)).to(device).requires_grad_()  # noqa: E731
+    X, s0, U_zr, U = r(B, Ty, 3 * n), r(B, n), r(2 * n, n), r(n, n)
+    if not attn:
+        return X, s0, None, None, None, None, None, None, U_zr, U
+    lengths = torch.randint(1, Tx + 1, (B,), generator=g)
+    lengths[0] = Tx
+    mask = (torch.arange(Tx)[None, :] < lengths[:, None]).to(device)
+    return X, s0, r(B, Tx, 2 * n), r(B, Tx, na), mask, r(na, n), r(1, na), r(3 * n, 2 * n), U_zr, U
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("attn", [True, False], ids=["rnnsearch", "rnnencdec"])
+@pytest.mark.parametrize("lp", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_the_step_kernels_at_sizes_that_are_not_whole_tiles(device, attn, lp):
+    """The GPU recurrence (fused_gpu.DeepOutputKernels: each step's products with their element-wise work) against
+    the CPU's (fused._DeepOutputRecurrence, checked against autograd and finite differences by test_fused.py), at
+    sizes where the kernels' tiles overhang rows and columns: outputs and the gradients of every input and weight
+    alike, to float32's rounding, or with bf16 products to within the distance between the two's roundings."""
+    _needs_kernels(device)
+    from rnnsearch.model.fused import _DeepOutputRecurrence
+
+    results = []
+    for function in (fused_gpu.DeepOutputKernels, _DeepOutputRecurrence):
+        inputs = _recurrence_inputs(device, attn)
+        out = function.apply(*inputs, lp)
+        out = out if isinstance(out, tuple) else (out,)
+        probe = torch.Generator().manual_seed(1)
+        sum(((o * torch.randn(o.shape, generator=probe).to(device)).sum() for o in out)).backward()
+        results.append([*out, *(t.grad for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad)])
+    for ours, theirs in zip(*results):
+        assert ours.abs().sum() > 0
+        scale = theirs.abs().max().item()
+        assert (ours - theirs).abs().max().item() <= (1e-5 if lp == torch.float32 else 3e-2) * max(scale, 1.0)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("capturable", [False, True])
 def test_adadelta_step_is_torchs(device, capturable):

@@ -1,20 +1,21 @@
 """The decoder recurrence of App. A.2.2 under teacher forcing on a GPU: `fused._DeepOutputRecurrence`'s forward and
-backward passes with each element-wise stretch one Triton kernel (`triton_kernels.py`, the attention's in
-`attention_kernels.py`), 7 kernels per target position forward (from 24) and 7 backward (from 36): three matrix
-products each way and four kernels; and the encoder's GRU (`EncoderKernels`) likewise.
+backward passes in Triton kernels (`triton_kernels.py`, the attention's in `attention_kernels.py`), 5 kernels per
+target position forward (from 24) and 5 backward (from 36) for RNNsearch, 2 each way for RNNencdec; and the
+encoder's GRU (`EncoderKernels`) likewise.
 
 Per position i, forward (s = s_{i−1}, the paper's symbols; see fused.py):
-    [W_a s | U_zr s] = s [W_a; U_zr]ᵀ                       one product for the query and the gates' recurrent part
-    p, α_i, c_i                                            attend_forward (two kernels)
-    C c_i;  z, r, r ∘ s;  U [r ∘ s];  s̃, s_i                 product, gru_forward (two kernels, one product)
-backward, from g = ∂L/∂s_i:
-    ∂L/∂a_h, ∂L/∂a_z; ∂L/∂a_h U; ∂L/∂a_r, element-wise ∂L/∂s   gru_backward (two kernels, one product)
-    ∂L/∂x C                                                product; then attend_backward (two kernels)
-    [∂L/∂a_zr | ∂L/∂(W_a s)] [U_zr; W_a]                     one product: the rest of ∂L/∂s_{i−1}
+    W_a s                                                   product
+    p, α_i, c_i                                             attend_forward (two kernels)
+    C c_i + U_zr s: z, r, r ∘ s;  U [r ∘ s]: s̃, s_i           gru_forward (two kernels: each a product, then
+                                                            the element-wise work on its result)
+backward, from ∂L/∂s_i = G1 + [∂L/∂a_zr | ∂L/∂(W_a s_i)] [U_zr; W_a] of position i + 1:
+    that product: ∂L/∂a_h, ∂L/∂a_z;  ∂L/∂a_h U: ∂L/∂a_r, G1   gru_backward (two kernels, likewise)
+    ∂L/∂x C                                                 product; then attend_backward (two kernels)
 after the loop, ∂L/∂(U_a h) and ∂L/∂v_a from every step's softmax backward: keys_grad (one kernel). p is not kept:
-the kernels that need it recompute it from W_a s (kept per position, with U_zr s) and U_a h.
+the kernels that need it recompute it from W_a s (kept per position) and U_a h.
 The weights' gradients are the same GEMMs over all steps as fused.py's. The products run in `lp` (bf16 under
-autocast), everything else in float32, as in fused.py; tests/test_fused.py checks both paths alike.
+autocast), everything else in float32, as in fused.py; tests/test_fused.py and tests/test_triton.py check both paths
+alike.
 """
 
 from __future__ import annotations
@@ -31,76 +32,70 @@ class DeepOutputKernels(torch.autograd.Function):
     def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U, lp):
         attn = h is not None
         B, Ty, n3 = X.shape
-        n, na = n3 // 3, (W_a.size(0) if attn else 0)
+        n = n3 // 3
         X = X.contiguous()
-        W_q = (torch.cat([W_a, U_zr]) if attn else U_zr).to(lp).t()  # (n, n' + 2n)
-        U_t = U.to(lp).t()
+        U_zr_lp, U_lp = U_zr.to(lp).contiguous(), U.to(lp).contiguous()
         S, S_lp = X.new_empty(B, Ty, n), X.new_empty(B, Ty, n, dtype=lp)  # s_{i−1} of every position
         S[:, 0], S_lp[:, 0] = s0, s0
         T1 = max(Ty - 1, 0)
         ZR, St, RS = X.new_empty(B, T1, 2 * n), X.new_empty(B, T1, n), X.new_empty(B, T1, n)
         RS_lp = X.new_empty(B, n, dtype=lp)
-        CX = None
-        QZ = X.new_empty(Ty, B, W_q.size(1), dtype=lp)  # [W_a s_{i−1} | U_zr s_{i−1}] per position
+        C_lp = C_w = Q = None
         if attn:
             # U_a h, a product of the encoder's (autocast's dtype already), read in lp: half the bytes of float32;
             # h stays float32 (read in bf16, c_i and through it the attention's gradients drifted from float32's
             # several times as far as the autograd path's, tests/test_fused.py at 50 words)
             h, keys_lp, M = h.contiguous(), keys.to(lp).contiguous(), mask.to(torch.uint8).contiguous()
             Tx, ctx_dim = h.shape[1:]
-            C_t, v = C.to(lp).t(), v_a.reshape(-1).contiguous()
+            W_at, C_w, v = W_a.to(lp).t(), C.to(lp).contiguous(), v_a.reshape(-1).contiguous()
+            Q = X.new_empty(Ty, B, W_a.size(0), dtype=lp)  # W_a s_{i−1} per position
             A, Cc, C_lp = X.new_empty(B, Ty, Tx), X.new_empty(B, Ty, ctx_dim), X.new_empty(B, ctx_dim, dtype=lp)
         for i in range(Ty if attn else T1):
-            torch.mm(S_lp[:, i], W_q, out=QZ[i])  # (B, n' + 2n)
             if attn:
-                attend_forward(QZ[i], keys_lp, v, h, M, A[:, i], Cc[:, i], C_lp)
+                torch.mm(S_lp[:, i], W_at, out=Q[i])  # (B, n')
+                attend_forward(Q[i], keys_lp, v, h, M, A[:, i], Cc[:, i], C_lp)
             if i + 1 < Ty:
-                if attn:
-                    CX = C_lp @ C_t  # (B, 3n)
-                K.gru_forward(X[:, i], CX, QZ[i, :, na:], lambda rs: rs @ U_t, S[:, i], ZR[:, i], RS[:, i], RS_lp,
+                K.gru_forward(X[:, i], C_lp, C_w, S_lp[:, i], U_zr_lp, U_lp, S[:, i], ZR[:, i], RS[:, i], RS_lp,
                               St[:, i], S[:, i + 1], S_lp[:, i + 1])
-        ctx.attn, ctx.lp, ctx.n_align = attn, lp, na
+        ctx.attn, ctx.lp = attn, lp
         if attn:
-            ctx.save_for_backward(S, ZR, St, RS, h, keys_lp, QZ, Cc, A, W_a, v, C, U_zr, U)
+            ctx.save_for_backward(S, ZR, St, RS, h, keys_lp, Q, Cc, A, W_a, v, C, U_zr, U)
             return S, Cc
         ctx.save_for_backward(S, ZR, St, RS, U_zr, U)
         return S
 
     @staticmethod
     def backward(ctx, dS, dCc=None):
-        attn, lp, na = ctx.attn, ctx.lp, ctx.n_align
+        attn, lp = ctx.attn, ctx.lp
         if attn:
-            S, ZR, St, RS, h, keys_lp, QZ, Cc, A, W_a, v, C, U_zr, U = ctx.saved_tensors
+            S, ZR, St, RS, h, keys_lp, Q, Cc, A, W_a, v, C, U_zr, U = ctx.saved_tensors
         else:
             S, ZR, St, RS, U_zr, U = ctx.saved_tensors
         B, Ty, n = S.shape
+        na = W_a.size(0) if attn else 0
         dS = torch.zeros_like(S) if dS is None else dS.contiguous()
         dX = S.new_zeros(B, Ty, 3 * n)  # the last position's input is never used
-        dX_lp = S.new_zeros(B, 3 * n + na, dtype=lp)  # [∂L/∂a_h | ∂L/∂a_zr | ∂L/∂(W_a s)] of one position
-        W_g = (torch.cat([U_zr, W_a]) if attn else U_zr).to(lp)  # (2n + n', n)
-        U_lp, buffers = U.to(lp), (S.new_empty(B, n), S.new_empty(B, n))
+        # [∂L/∂a_h | ∂L/∂a_zr | ∂L/∂(W_a s)] of one position in lp, two in turn: a step reads the next position's
+        DX_lp = (S.new_zeros(B, 3 * n + na, dtype=lp), S.new_zeros(B, 3 * n + na, dtype=lp))
+        W_g = (torch.cat([U_zr, W_a]) if attn else U_zr).to(lp).contiguous()  # (2n + n', n)
+        U_lp, buffers = U.to(lp).contiguous(), (S.new_empty(B, n), S.new_empty(B, n))
         if attn:
             C_lp = C.to(lp)
             dCc = torch.zeros_like(Cc) if dCc is None else dCc.contiguous()
             Gc, DQ, DE = torch.empty_like(Cc), S.new_empty(B, Ty, na), torch.empty_like(A)
-        G1, G2 = None, S.new_zeros(B, n, dtype=lp)  # ∂L/∂s_i = G1 + G2
+        G1, later = dS[:, Ty - 1], None  # ∂L/∂s_i = G1 + later[:, n:] W_g
         for i in reversed(range(Ty)):
-            CG = None
+            here, CG = DX_lp[i % 2], None
             if i + 1 < Ty:
-                G_out = buffers[i % 2]
-                K.gru_backward(G1, G2, ZR[:, i], St[:, i], S[:, i], dS[:, i], lambda d: d @ U_lp, dX[:, i], dX_lp,
-                               G_out)
-                G1 = G_out
-                CG = dX_lp[:, : 3 * n] @ C_lp if attn else None  # (B, ctx)
-            else:
-                G1 = dS[:, i]
+                K.gru_backward(G1, later, W_g, ZR[:, i], St[:, i], S[:, i], dS[:, i], U_lp, dX[:, i], here,
+                               buffers[i % 2])
+                G1, later = buffers[i % 2], here
+                CG = here[:, : 3 * n] @ C_lp if attn else None  # (B, ctx)
             if attn:
-                attend_backward(dCc[:, i], CG, Gc[:, i], QZ[i], keys_lp, A[:, i], h, v, DE[:, i], DQ[:, i],
-                                dX_lp[:, 3 * n :])
-                G2 = dX_lp[:, n:] @ W_g
-            elif i + 1 < Ty:
-                G2 = dX_lp[:, n:] @ W_g
-        g = G1 + G2.float()
+                attend_backward(dCc[:, i], CG, Gc[:, i], Q[i], keys_lp, A[:, i], h, v, DE[:, i], DQ[:, i],
+                                here[:, 3 * n :])
+                later = here
+        g = G1 + (later[:, n:] @ W_g).float() if later is not None else G1.clone()
         dU_zr = mm(dX[:, :-1, n:].flatten(0, 1).t(), S[:, :-1].flatten(0, 1), lp)
         dU = mm(dX[:, :-1, :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
         if not attn:
@@ -108,7 +103,7 @@ class DeepOutputKernels(torch.autograd.Function):
         dC = mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
         dW_a = mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
         dh = torch.bmm(A.transpose(1, 2), Gc)  # Σ_i α_ij ∂L/∂c_i
-        dkeys, dv = keys_grad(DE, QZ, keys_lp, v)
+        dkeys, dv = keys_grad(DE, Q, keys_lp, v)
         return dX, g, dh, dkeys, None, dW_a, dv.view(1, -1), dC, dU_zr, dU, None
 
 

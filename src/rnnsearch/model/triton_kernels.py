@@ -3,21 +3,23 @@ the decoder and of the encoder here, the attention's in `attention_kernels.py`; 
 are beside what they speed up (training/loss_kernels.py, training/optimizers.py).
 
 On a GPU the recurrence is bound by the number of kernels, not their work: the autograd-free loop of `fused.py`
-launches some 24 small kernels per target position forward and 36 backward (docs/benchmarks.md). Here each
-element-wise stretch between two matrix products is one kernel:
+launches some 24 small kernels per target position forward and 36 backward (docs/benchmarks.md). Here the
+decoder's GRU step is two kernels each way, each a matrix product (tl.dot over blocks of rows and columns of the
+result) with the element-wise work that follows it:
 
-    gru_forward_a      [z; r] = σ(x_zr + C_zr c_i + U_zr s_{i−1}),  r ∘ s_{i−1}
-    gru_forward_b      s̃ = tanh(x_h + C c_i + U [r ∘ s_{i−1}]),  s_i = (1 − z) ∘ s_{i−1} + z ∘ s̃
-    gru_backward_a     ∂L/∂a_h = g ∘ z ∘ (1 − s̃²),  ∂L/∂a_z = g ∘ (s̃ − s) ∘ z(1 − z)
-    gru_backward_b     ∂L/∂a_r = (Uᵀ ∂L/∂a_h) ∘ s ∘ r(1 − r),  ∂L/∂s_{i−1} (its element-wise part)
-    encoder_forward,   one step of nn.GRU's equations for both directions, and its backward pass
-    encoder_backward
+    _gru_gates         [C; C_z; C_r] c_i and U_zr s_{i−1};  [z; r] = σ(x_zr + both),  r ∘ s_{i−1},  x_h + C c_i
+    _gru_state         U [r ∘ s_{i−1}];  s̃ = tanh(x_h + C c_i + it),  s_i = (1 − z) ∘ s_{i−1} + z ∘ s̃
+    _gru_grad_gates    g = ∂L/∂s_i (the next position's [∂L/∂a_zr | ∂L/∂(W_a s_i)] [U_zr; W_a] added here);
+                       ∂L/∂a_h = g ∘ z ∘ (1 − s̃²),  ∂L/∂a_z = g ∘ (s̃ − s) ∘ z(1 − z)
+    _gru_grad_reset    ∂L/∂a_h U;  ∂L/∂a_r = it ∘ s ∘ r(1 − r),  ∂L/∂s_{i−1} but the product by [U_zr; W_a]
+    encoder_forward,   one step of nn.GRU's equations for both directions (its product W_h h beside it), and its
+    encoder_backward   backward pass
 
-g = ∂L/∂s_i arrives as two parts (`g1` float32 + `g2` in the products' dtype, the second the output of a matrix
-product) so that their sum needs no kernel of its own. Every value is computed in float32; each kernel also
-writes, where a matrix product reads it next, a copy in the products' dtype (`*_lp`, bf16 under autocast).
-tanh(x) is written 2σ(2x) − 1 (Triton has no tanh of its own on every backend, its interpreter included);
-`_tanh` and `_to` (a float32 value in a pointer's dtype) serve the attention's kernels too.
+The products accumulate in float32 and are never rounded to the products' dtype (bf16 under autocast) before the
+element-wise work; every value is computed in float32, and each kernel also writes, where a product reads it next, a
+copy in the products' dtype (`*_lp`). tanh(x) is written 2σ(2x) − 1 (Triton has no tanh of its own on every
+backend, its interpreter included); `_tanh` and `_to` (a float32 value in a pointer's dtype) serve the attention's
+kernels too.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ except ImportError:  # the CPU wheel of torch comes without Triton: the kernels 
     triton = None
 
 BLOCK = 256  # columns of a state per program
+# Triton's interpreter multiplies bf16 operands of tl.dot as their raw bits (3.9): there the products' operands are
+# made float32 first, which gives what a GPU's bf16 tensor cores give (exact products, float32 sums)
+_UPCAST = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _pow2(x: int, least: int = 16) -> int:
@@ -40,6 +45,7 @@ def _pow2(x: int, least: int = 16) -> int:
 
 
 if triton is not None:
+    UPCAST = tl.constexpr(_UPCAST)
 
     @triton.jit
     def _tanh(x):
@@ -55,82 +61,107 @@ if triton is not None:
         return x.to(PTR.dtype.element_ty)
 
     @triton.jit
-    def _gru_forward_a(X, x_stride, CX, QZ, qz_stride, S, s_stride, ZR, zr_stride, RS, rs_stride, RS_lp, N,
-                       HAS_CX: tl.constexpr, BLOCK: tl.constexpr):
-        b = tl.program_id(0)
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        ok = cols < N
-        a_z = tl.load(X + b * x_stride + N + cols, mask=ok, other=0)
-        a_z += tl.load(QZ + b * qz_stride + cols, mask=ok, other=0).to(tl.float32)
-        a_r = tl.load(X + b * x_stride + 2 * N + cols, mask=ok, other=0)
-        a_r += tl.load(QZ + b * qz_stride + N + cols, mask=ok, other=0).to(tl.float32)
-        if HAS_CX:
-            a_z += tl.load(CX + b * 3 * N + N + cols, mask=ok, other=0).to(tl.float32)
-            a_r += tl.load(CX + b * 3 * N + 2 * N + cols, mask=ok, other=0).to(tl.float32)
-        z, r = tl.sigmoid(a_z), tl.sigmoid(a_r)
-        tl.store(ZR + b * zr_stride + cols, z, mask=ok)
-        tl.store(ZR + b * zr_stride + N + cols, r, mask=ok)
-        rs = r * tl.load(S + b * s_stride + cols, mask=ok, other=0)
-        tl.store(RS + b * rs_stride + cols, rs, mask=ok)
-        tl.store(RS_lp + b * N + cols, _to(rs, RS_lp), mask=ok)
+    def _dot(acc, A, a_stride, rows, rok, W, w_k, w_n, cols, cok, K, BK: tl.constexpr, PRECISION: tl.constexpr):
+        """acc + A[rows, :K] @ B[:K, cols], B[k, j] at W + k·w_k + j·w_n (a weight, w_k = 1 for its transpose), A and
+        W in the products' dtype, the sum in float32: the matrix product of a step, before its element-wise work."""
+        for k0 in range(0, K, BK):
+            ks = k0 + tl.arange(0, BK)
+            kok = ks < K
+            a = tl.load(A + rows[:, None] * a_stride + ks[None, :], mask=rok[:, None] & kok[None, :], other=0)
+            w = tl.load(W + ks[:, None] * w_k + cols[None, :] * w_n, mask=kok[:, None] & cok[None, :], other=0)
+            if UPCAST:
+                a, w = a.to(tl.float32), w.to(tl.float32)
+            acc = tl.dot(a, w, acc, input_precision=PRECISION)
+        return acc
 
     @triton.jit
-    def _gru_forward_b(X, x_stride, CX, UR, S, s_stride, ZR, zr_stride, ST, st_stride, SN, sn_stride, SN_lp,
-                       snl_stride, N, HAS_CX: tl.constexpr, BLOCK: tl.constexpr):
-        b = tl.program_id(0)
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        ok = cols < N
-        a_h = tl.load(X + b * x_stride + cols, mask=ok, other=0)
-        a_h += tl.load(UR + b * N + cols, mask=ok, other=0).to(tl.float32)
-        if HAS_CX:
-            a_h += tl.load(CX + b * 3 * N + cols, mask=ok, other=0).to(tl.float32)
-        s_tilde = _tanh(a_h)
-        z = tl.load(ZR + b * zr_stride + cols, mask=ok, other=0)
-        s = tl.load(S + b * s_stride + cols, mask=ok, other=0)
+    def _tile_of(B, N, BM: tl.constexpr, BN: tl.constexpr):
+        """Program (row block, column block)'s rows and columns of a (B, N) result, and which are inside it."""
+        rows = tl.program_id(0) * BM + tl.arange(0, BM)
+        cols = tl.program_id(1) * BN + tl.arange(0, BN)
+        return rows, cols, rows < B, cols < N
+
+    @triton.jit
+    def _gru_gates(X, x_stride, CC, C_w, CTX, SL, sl_stride, U_zr, S, s_stride, ZR, zr_stride, RS, rs_stride, RS_lp,
+                   AH, ah_stride, B, N, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                   PRECISION: tl.constexpr):
+        """[C; C_z; C_r] c_i (CTX = 0: no attention) and [U_z; U_r] s_{i−1}, then z, r = σ(x_zr + both) into ZR,
+        r ∘ s_{i−1} into RS and RS_lp, and x_h + C c_i into AH (where `_gru_state` adds U [r ∘ s_{i−1}])."""
+        rows, cols, rok, cok = _tile_of(B, N, BM, BN)
+        zero = tl.zeros([BM, BN], dtype=tl.float32)
+        a_h = _dot(zero, CC, CTX, rows, rok, C_w, 1, CTX, cols, cok, CTX, BK, PRECISION)
+        a_z = _dot(zero, CC, CTX, rows, rok, C_w + N * CTX, 1, CTX, cols, cok, CTX, BK, PRECISION)
+        a_r = _dot(zero, CC, CTX, rows, rok, C_w + 2 * N * CTX, 1, CTX, cols, cok, CTX, BK, PRECISION)
+        a_z = _dot(a_z, SL, sl_stride, rows, rok, U_zr, 1, N, cols, cok, N, BK, PRECISION)
+        a_r = _dot(a_r, SL, sl_stride, rows, rok, U_zr + N * N, 1, N, cols, cok, N, BK, PRECISION)
+        ok, x = rok[:, None] & cok[None, :], X + rows[:, None] * x_stride + cols[None, :]
+        z = tl.sigmoid(a_z + tl.load(x + N, mask=ok, other=0))
+        r = tl.sigmoid(a_r + tl.load(x + 2 * N, mask=ok, other=0))
+        zr = ZR + rows[:, None] * zr_stride + cols[None, :]
+        tl.store(zr, z, mask=ok)
+        tl.store(zr + N, r, mask=ok)
+        rs = r * tl.load(S + rows[:, None] * s_stride + cols[None, :], mask=ok, other=0)
+        tl.store(RS + rows[:, None] * rs_stride + cols[None, :], rs, mask=ok)
+        tl.store(RS_lp + rows[:, None] * N + cols[None, :], _to(rs, RS_lp), mask=ok)
+        tl.store(AH + rows[:, None] * ah_stride + cols[None, :], a_h + tl.load(x, mask=ok, other=0), mask=ok)
+
+    @triton.jit
+    def _gru_state(RS_lp, U, AH, ah_stride, ZR, zr_stride, S, s_stride, SN, sn_stride, SN_lp, snl_stride, B, N,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+        """U [r ∘ s_{i−1}], then s̃ = tanh(AH + it) over AH (the same place: each program reads and writes its own
+        tile), s_i = (1 − z) ∘ s_{i−1} + z ∘ s̃ into SN and SN_lp."""
+        rows, cols, rok, cok = _tile_of(B, N, BM, BN)
+        a_h = _dot(tl.zeros([BM, BN], dtype=tl.float32), RS_lp, N, rows, rok, U, 1, N, cols, cok, N, BK, PRECISION)
+        ok, at = rok[:, None] & cok[None, :], rows[:, None] * ah_stride + cols[None, :]
+        s_tilde = _tanh(a_h + tl.load(AH + at, mask=ok, other=0))
+        z = tl.load(ZR + rows[:, None] * zr_stride + cols[None, :], mask=ok, other=0)
+        s = tl.load(S + rows[:, None] * s_stride + cols[None, :], mask=ok, other=0)
         s_new = s + z * (s_tilde - s)
-        tl.store(ST + b * st_stride + cols, s_tilde, mask=ok)
-        tl.store(SN + b * sn_stride + cols, s_new, mask=ok)
-        tl.store(SN_lp + b * snl_stride + cols, _to(s_new, SN_lp), mask=ok)
+        tl.store(AH + at, s_tilde, mask=ok)
+        tl.store(SN + rows[:, None] * sn_stride + cols[None, :], s_new, mask=ok)
+        tl.store(SN_lp + rows[:, None] * snl_stride + cols[None, :], _to(s_new, SN_lp), mask=ok)
 
     @triton.jit
-    def _state_grad(G1, g1_stride, G2, b, N, cols, ok):
-        """g = ∂L/∂s_i of row b, columns `cols`: G1 (float32) + G2 (the products' dtype, (B, n))."""
-        return tl.load(G1 + b * g1_stride + cols, mask=ok, other=0) + tl.load(G2 + b * N + cols, mask=ok,
-                                                                               other=0).to(tl.float32)
-
-    @triton.jit
-    def _gru_backward_a(G1, g1_stride, G2, ZR, zr_stride, ST, st_stride, S, s_stride, DX, dx_stride, DX_lp,
-                        dxl_stride, N, BLOCK: tl.constexpr):
-        b = tl.program_id(0)
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        ok = cols < N
-        g = _state_grad(G1, g1_stride, G2, b, N, cols, ok)
-        z = tl.load(ZR + b * zr_stride + cols, mask=ok, other=0)
-        s_tilde = tl.load(ST + b * st_stride + cols, mask=ok, other=0)
-        s = tl.load(S + b * s_stride + cols, mask=ok, other=0)
+    def _gru_grad_gates(G1, g1_stride, DP, K, W_g, ZR, zr_stride, ST, st_stride, S, s_stride, DS, ds_stride, DX,
+                        dx_stride, DX_lp, dxl_stride, GOUT, B, N, BM: tl.constexpr, BN: tl.constexpr,
+                        BK: tl.constexpr, PRECISION: tl.constexpr):
+        """g = ∂L/∂s_i = G1 + DP[:, n:n+K] W_g (the next position's [∂L/∂a_zr | ∂L/∂(W_a s_i)] through [U_zr; W_a];
+        K = 0: none), then ∂L/∂a_h = g ∘ z ∘ (1 − s̃²) and ∂L/∂a_z = g ∘ (s̃ − s) ∘ z(1 − z) into DX and DX_lp,
+        and the element-wise part of ∂L/∂s_{i−1}, g ∘ (1 − z) + DS, into GOUT (`_gru_grad_reset` adds the rest)."""
+        rows, cols, rok, cok = _tile_of(B, N, BM, BN)
+        g = _dot(tl.zeros([BM, BN], dtype=tl.float32), DP + N, dxl_stride, rows, rok, W_g, N, 1, cols, cok, K, BK,
+                 PRECISION)
+        ok, at = rok[:, None] & cok[None, :], rows[:, None] * N + cols[None, :]
+        g += tl.load(G1 + rows[:, None] * g1_stride + cols[None, :], mask=ok, other=0)
+        zr = ZR + rows[:, None] * zr_stride + cols[None, :]
+        z = tl.load(zr, mask=ok, other=0)
+        s_tilde = tl.load(ST + rows[:, None] * st_stride + cols[None, :], mask=ok, other=0)
+        s = tl.load(S + rows[:, None] * s_stride + cols[None, :], mask=ok, other=0)
         da_h = g * z * (1 - s_tilde * s_tilde)
         da_z = g * (s_tilde - s) * z * (1 - z)
-        tl.store(DX + b * dx_stride + cols, da_h, mask=ok)
-        tl.store(DX + b * dx_stride + N + cols, da_z, mask=ok)
-        tl.store(DX_lp + b * dxl_stride + cols, _to(da_h, DX_lp), mask=ok)
-        tl.store(DX_lp + b * dxl_stride + N + cols, _to(da_z, DX_lp), mask=ok)
+        dx, dx_lp = DX + rows[:, None] * dx_stride + cols[None, :], DX_lp + rows[:, None] * dxl_stride + cols[None, :]
+        tl.store(dx, da_h, mask=ok)
+        tl.store(dx + N, da_z, mask=ok)
+        tl.store(dx_lp, _to(da_h, DX_lp), mask=ok)
+        tl.store(dx_lp + N, _to(da_z, DX_lp), mask=ok)
+        ds = g * (1 - z) + tl.load(DS + rows[:, None] * ds_stride + cols[None, :], mask=ok, other=0)
+        tl.store(GOUT + at, ds, mask=ok)
 
     @triton.jit
-    def _gru_backward_b(G1, g1_stride, G2, ZR, zr_stride, S, s_stride, DRS, DS, ds_stride, DX, dx_stride, DX_lp,
-                        dxl_stride, GOUT, N, BLOCK: tl.constexpr):
-        b = tl.program_id(0)
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        ok = cols < N
-        g = _state_grad(G1, g1_stride, G2, b, N, cols, ok)
-        z = tl.load(ZR + b * zr_stride + cols, mask=ok, other=0)
-        r = tl.load(ZR + b * zr_stride + N + cols, mask=ok, other=0)
-        s = tl.load(S + b * s_stride + cols, mask=ok, other=0)
-        drs = tl.load(DRS + b * N + cols, mask=ok, other=0).to(tl.float32)  # ∂L/∂(r ∘ s)
+    def _gru_grad_reset(DX_lp, dxl_stride, U, ZR, zr_stride, S, s_stride, DX, dx_stride, GOUT, B, N,
+                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+        """∂L/∂(r ∘ s_{i−1}) = ∂L/∂a_h U (DX_lp's first n columns), then ∂L/∂a_r = it ∘ s ∘ r(1 − r) into DX and
+        DX_lp (columns 2n…3n: apart from those read) and GOUT += it ∘ r: ∂L/∂s_{i−1} but the product by U_zr."""
+        rows, cols, rok, cok = _tile_of(B, N, BM, BN)
+        drs = _dot(tl.zeros([BM, BN], dtype=tl.float32), DX_lp, dxl_stride, rows, rok, U, N, 1, cols, cok, N, BK,
+                   PRECISION)
+        ok, at = rok[:, None] & cok[None, :], rows[:, None] * N + cols[None, :]
+        r = tl.load(ZR + rows[:, None] * zr_stride + N + cols[None, :], mask=ok, other=0)
+        s = tl.load(S + rows[:, None] * s_stride + cols[None, :], mask=ok, other=0)
         da_r = drs * s * r * (1 - r)
-        tl.store(DX + b * dx_stride + 2 * N + cols, da_r, mask=ok)
-        tl.store(DX_lp + b * dxl_stride + 2 * N + cols, _to(da_r, DX_lp), mask=ok)
-        ds = g * (1 - z) + drs * r + tl.load(DS + b * ds_stride + cols, mask=ok, other=0)
-        tl.store(GOUT + b * N + cols, ds, mask=ok)
+        tl.store(DX + rows[:, None] * dx_stride + 2 * N + cols[None, :], da_r, mask=ok)
+        tl.store(DX_lp + rows[:, None] * dxl_stride + 2 * N + cols[None, :], _to(da_r, DX_lp), mask=ok)
+        tl.store(GOUT + at, tl.load(GOUT + at, mask=ok, other=0) + drs * r, mask=ok)
 
     @triton.jit
     def _encoder_forward(XI, x_d, x_b, G, BH, H, h_d, h_b, RZ, rz_d, rz_b, NT, nt_d, nt_b, GN, OUT, o_d, o_b, OUT_lp,
@@ -193,30 +224,49 @@ if triton is not None:
         tl.store(DH_out + (d * rows + b) * N + cols, gh * z, mask=ok)
 
 
-def gru_forward(X, CX, QZ, UR_of, S, ZR, RS, RS_lp, St, S_next, S_next_lp):
-    """One GRU step from X (B, 3n) [x_h | x_z | x_r], CX (B, 3n) C c_i or None, QZ (B, 2n) U_zr s_{i−1}, S (B, n)
-    s_{i−1}: gates into ZR, r ∘ s into RS and RS_lp, then `UR_of(RS_lp)` = U [r ∘ s], s̃ into St and s_i into
-    S_next and S_next_lp."""
-    B, N = S.shape
-    grid = (B, triton.cdiv(N, BLOCK))
-    cx = CX if CX is not None else X
-    _gru_forward_a[grid](X, X.stride(0), cx, QZ, QZ.stride(0), S, S.stride(0), ZR, ZR.stride(0), RS, RS.stride(0),
-                         RS_lp, N, CX is not None, BLOCK=BLOCK)
-    UR = UR_of(RS_lp)
-    _gru_forward_b[grid](X, X.stride(0), cx, UR, S, S.stride(0), ZR, ZR.stride(0), St, St.stride(0), S_next,
-                         S_next.stride(0), S_next_lp, S_next_lp.stride(0), N, CX is not None, BLOCK=BLOCK)
+def _grid(B: int, N: int) -> tuple[tuple[int, int], dict]:
+    """The grid and tiles of a step's product with its element-wise work, (B, N) the result's shape: blocks of 16
+    rows (32 from 32) and 32 columns, 64 of the inner dimension (not yet tuned on a GPU)."""
+    BM, BN = (16 if B <= 16 else 32), 32
+    return (triton.cdiv(B, BM), triton.cdiv(N, BN)), {"BM": BM, "BN": BN, "BK": 64}
 
 
-def gru_backward(G1, G2, ZR, St, S, DS, DRS_of, DX, DX_lp, G_out):
-    """The GRU step's backward from g = G1 + G2 = ∂L/∂s_i: ∂L/∂[a_h | a_z | a_r] into DX (B, 3n) and DX_lp, with
-    DRS_of(DX_lp[:, :n]) = ∂L/∂a_h U; G_out = ∂L/∂s_{i−1} through the step, plus DS (B, n)."""
+def precision(lp: torch.dtype) -> str:
+    """tl.dot's input precision for products in `lp`: float32 ones on TF32 tensor cores where torch's products run
+    there (CUDA's allow_tf32, as bench-train's tf32 sets it), else in full float32."""
+    return "tf32" if lp == torch.float32 and torch.backends.cuda.matmul.allow_tf32 else "ieee"
+
+
+def gru_forward(X, C_lp, C_w, S_lp, U_zr, U, S, ZR, RS, RS_lp, St, S_next, S_next_lp):
+    """One GRU step (App. A.2.2) in two kernels, each a matrix product with its element-wise work: X (B, 3n)
+    [x_h | x_z | x_r]; C_lp (B, ctx) c_i and C_w (3n, ctx) [C; C_z; C_r], or both None (no attention); S (B, n)
+    s_{i−1} and S_lp its copy in the products' dtype; U_zr (2n, n) and U (n, n) in that dtype. Gates into ZR,
+    r ∘ s into RS and RS_lp, s̃ into St, s_i into S_next and S_next_lp."""
     B, N = S.shape
-    grid = (B, triton.cdiv(N, BLOCK))
-    _gru_backward_a[grid](G1, G1.stride(0), G2, ZR, ZR.stride(0), St, St.stride(0), S, S.stride(0), DX,
-                          DX.stride(0), DX_lp, DX_lp.stride(0), N, BLOCK=BLOCK)
-    DRS = DRS_of(DX_lp[:, :N])
-    _gru_backward_b[grid](G1, G1.stride(0), G2, ZR, ZR.stride(0), S, S.stride(0), DRS, DS, DS.stride(0), DX,
-                          DX.stride(0), DX_lp, DX_lp.stride(0), G_out, N, BLOCK=BLOCK)
+    grid, tiles = _grid(B, N)
+    ctx, cc, cw = (C_lp.size(1), C_lp, C_w) if C_lp is not None else (0, S_lp, U)
+    prec = precision(U.dtype)
+    _gru_gates[grid](X, X.stride(0), cc, cw, ctx, S_lp, S_lp.stride(0), U_zr, S, S.stride(0), ZR, ZR.stride(0), RS,
+                     RS.stride(0), RS_lp, St, St.stride(0), B, N, **tiles, PRECISION=prec)
+    _gru_state[grid](RS_lp, U, St, St.stride(0), ZR, ZR.stride(0), S, S.stride(0), S_next, S_next.stride(0),
+                     S_next_lp, S_next_lp.stride(0), B, N, **tiles, PRECISION=prec)
+
+
+def gru_backward(G1, DP, W_g, ZR, St, S, DS, U, DX, DX_lp, G_out):
+    """The GRU step's backward pass in two kernels, each a matrix product with its element-wise work, from ∂L/∂s_i =
+    G1 + DP[:, n:] W_g (DP: the next position's DX_lp, or None; W_g (2n + n', n) [U_zr; W_a] in the products'
+    dtype): ∂L/∂[a_h | a_z | a_r] into DX (B, 3n) and DX_lp (B, 3n + n'; another tensor than DP), and into G_out
+    ∂L/∂s_{i−1} through the step plus DS (B, n), all but its product by U_zr and W_a (the next call's)."""
+    B, N = S.shape
+    grid, tiles = _grid(B, N)
+    prec = precision(U.dtype)
+    dp, k = (DP, W_g.size(0)) if DP is not None else (DX_lp, 0)
+    assert dp.stride(0) == DX_lp.stride(0)
+    _gru_grad_gates[grid](G1, G1.stride(0), dp, k, W_g, ZR, ZR.stride(0), St, St.stride(0), S, S.stride(0), DS,
+                          DS.stride(0), DX, DX.stride(0), DX_lp, DX_lp.stride(0), G_out, B, N, **tiles,
+                          PRECISION=prec)
+    _gru_grad_reset[grid](DX_lp, DX_lp.stride(0), U, ZR, ZR.stride(0), S, S.stride(0), DX, DX.stride(0), G_out, B, N,
+                          **tiles, PRECISION=prec)
 
 
 def encoder_forward(XI, G, b_h, H, RZ, Nt, Gn, OUT, OUT_lp):
