@@ -16,12 +16,14 @@ is float32. Every value is computed in float32.
 
 from __future__ import annotations
 
-from rnnsearch.model.triton_kernels import _pow2, triton
+from rnnsearch.model.triton_kernels import _grid, _pow2, precision, triton
+
+TC = 4  # source positions of a (rows, positions, columns) block in the kernels that follow a product
 
 if triton is not None:
     import triton.language as tl
 
-    from rnnsearch.model.triton_kernels import _tanh, _to
+    from rnnsearch.model.triton_kernels import _dot, _tanh, _tile_of, _to
 
     @triton.jit
     def _sum_shares(SH, b, NJ: tl.constexpr, BT: tl.constexpr):
@@ -33,17 +35,26 @@ if triton is not None:
         return total
 
     @triton.jit
-    def _energies(Q, q_stride, K, V, EP, Tx, NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
-        """Program (b, j): p = tanh(W_a s + U_a h_j) over columns j·BN… of n', and its share of e (B, NJ, BT)."""
-        b, j = tl.program_id(0), tl.program_id(1)
-        t, cols = tl.arange(0, BT), j * BN + tl.arange(0, BN)
-        inside, ok = t < Tx, cols < NA
-        q = tl.load(Q + b * q_stride + cols, mask=ok, other=0).to(tl.float32)
-        v = tl.load(V + cols, mask=ok, other=0)
-        at = (b * Tx + t[:, None]) * NA + cols[None, :]
-        k = tl.load(K + at, mask=inside[:, None] & ok[None, :], other=0).to(tl.float32)
-        p = _tanh(k + q[None, :])  # (BT, BN)
-        tl.store(EP + (b * tl.num_programs(1) + j) * BT + t, tl.sum(p * v[None, :], axis=1))
+    def _query_energies(SL, sl_stride, W_a, NS, Q, q_stride, K, V, EP, B, Tx, NA: tl.constexpr, BM: tl.constexpr,
+                        BN: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, TC: tl.constexpr,
+                        PRECISION: tl.constexpr):
+        """Program (rows, columns j·BN… of n'): q = W_a s_{i−1} (a product, rounded to Q's dtype and kept in Q),
+        then p = tanh(q + U_a h_t) and the rows' shares of e_t = Σ v_a ∘ p over these columns into EP (B, NJ, BT),
+        TC source positions at a time (0 beyond Tx)."""
+        rows, cols, rok, cok = _tile_of(B, NA, BM, BN)
+        q = _dot(tl.zeros([BM, BN], dtype=tl.float32), SL, sl_stride, rows, rok, W_a, 1, NS, cols, cok, NS, BK,
+                 PRECISION)
+        q = _to(q, Q)
+        tl.store(Q + rows[:, None] * q_stride + cols[None, :], q, mask=rok[:, None] & cok[None, :])
+        q = q.to(tl.float32)[:, None, :]
+        v = tl.load(V + cols, mask=cok, other=0)[None, None, :]
+        share = EP + (rows[:, None] * tl.num_programs(1) + tl.program_id(1)) * BT
+        for t0 in tl.static_range(0, BT, TC):
+            t = t0 + tl.arange(0, TC)
+            at = (rows[:, None, None] * Tx + t[None, :, None]) * NA + cols[None, None, :]
+            inside = rok[:, None, None] & (t < Tx)[None, :, None] & cok[None, None, :]
+            p = _tanh(tl.load(K + at, mask=inside, other=0).to(tl.float32) + q)  # (BM, TC, BN)
+            tl.store(share + t[None, :], tl.sum(p * v, axis=2), mask=rok[:, None])
 
     @triton.jit
     def _align(EP, NJ: tl.constexpr, M, A, a_stride, H, Cc, c_stride, C_lp, Tx, CTX: tl.constexpr,
@@ -65,19 +76,25 @@ if triton is not None:
         tl.store(C_lp + b * CTX + cols, _to(c, C_lp), mask=ok)
 
     @triton.jit
-    def _context_grad(DC, dc_stride, CG, GC, gc_stride, H, DAP, Tx, CTX: tl.constexpr, HAS_CG: tl.constexpr,
-                      BT: tl.constexpr, BC: tl.constexpr):
-        """Program (b, j): ∂L/∂c_i over columns j·BC… (into GC) and its share of ∂L/∂α_j = h_j · ∂L/∂c_i."""
-        b, j = tl.program_id(0), tl.program_id(1)
-        t, cols = tl.arange(0, BT), j * BC + tl.arange(0, BC)
-        inside, ok = t < Tx, cols < CTX
-        gc = tl.load(DC + b * dc_stride + cols, mask=ok, other=0)
-        if HAS_CG:
-            gc += tl.load(CG + b * CTX + cols, mask=ok, other=0).to(tl.float32)
-        tl.store(GC + b * gc_stride + cols, gc, mask=ok)
-        h = tl.load(H + (b * Tx + t[:, None]) * CTX + cols[None, :], mask=inside[:, None] & ok[None, :],
-                    other=0).to(tl.float32)
-        tl.store(DAP + (b * tl.num_programs(1) + j) * BT + t, tl.sum(h * gc[None, :], axis=1))
+    def _context_grad(DC, dc_stride, DXL, dxl_stride, K3, C_w, GC, gc_stride, H, DAP, B, Tx, CTX: tl.constexpr,
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, TC: tl.constexpr,
+                      PRECISION: tl.constexpr):
+        """Program (rows, columns j·BN… of ctx): ∂L/∂c_i = DC + ∂L/∂x C (a product: DXL (B, ≥3n) ∂L/∂[a_h | a_zr] of
+        the GRU step, C_w (3n, ctx); K3 = 0: none) into GC, then the rows' shares of ∂L/∂α_t = h_t · ∂L/∂c_i over
+        these columns into DAP (B, NJ, BT), TC source positions at a time (0 beyond Tx)."""
+        rows, cols, rok, cok = _tile_of(B, CTX, BM, BN)
+        gc = _dot(tl.zeros([BM, BN], dtype=tl.float32), DXL, dxl_stride, rows, rok, C_w, CTX, 1, cols, cok, K3, BK,
+                  PRECISION)
+        ok = rok[:, None] & cok[None, :]
+        gc += tl.load(DC + rows[:, None] * dc_stride + cols[None, :], mask=ok, other=0)
+        tl.store(GC + rows[:, None] * gc_stride + cols[None, :], gc, mask=ok)
+        share = DAP + (rows[:, None] * tl.num_programs(1) + tl.program_id(1)) * BT
+        for t0 in tl.static_range(0, BT, TC):
+            t = t0 + tl.arange(0, TC)
+            at = (rows[:, None, None] * Tx + t[None, :, None]) * CTX + cols[None, None, :]
+            inside = rok[:, None, None] & (t < Tx)[None, :, None] & cok[None, None, :]
+            h = tl.load(H + at, mask=inside, other=0)  # (BM, TC, BN)
+            tl.store(share + t[None, :], tl.sum(h * gc[:, None, :], axis=2), mask=rok[:, None])
 
     @triton.jit
     def _energy_grad(DAP, NJ: tl.constexpr, A, a_stride, Q, q_stride, K, V, DE, de_stride, DQ, dq_stride, DQ_lp,
@@ -132,33 +149,36 @@ def _tile(Tx: int, *widths: int) -> tuple[int, ...]:
     return (BT, *(min(_pow2(w), max(16, 8192 // BT)) for w in widths))
 
 
-def attend_forward(Q, K, V, H, M, A, Cc, C_lp):
-    """Q (B, ≥n') W_a s_{i−1}, K (B, Tx, n') U_a h, V (n') v_a, H (B, Tx, ctx) h, M (B, Tx) uint8 1 on real words →
-    A (B, ·) α, Cc (B, ·) c_i and C_lp (B, ctx) c_i in the products' dtype. Two kernels: p and e's shares over
-    (row, columns of n'), then α and c over (row, columns of ctx). K may be in the products' dtype; every value
-    is computed in float32."""
+def attend_forward(SL, W_a, Q, K, V, H, M, A, Cc, C_lp):
+    """SL (B, n) s_{i−1} and W_a (n', n) in the products' dtype, K (B, Tx, n') U_a h, V (n') v_a, H (B, Tx, ctx) h,
+    M (B, Tx) uint8 1 on real words → Q (B, n') W_a s_{i−1}, A (B, ·) α, Cc (B, ·) c_i and C_lp (B, ctx) c_i in the
+    products' dtype. Two kernels: W_a s_{i−1}, p and e's shares over (rows, columns of n'), then α and c over (row,
+    columns of ctx). K may be in the products' dtype; every value is computed in float32."""
     B, Tx, NA = K.shape
     CTX = H.size(2)
-    BT, BN, BC = _tile(Tx, NA, CTX)
-    NJ = triton.cdiv(NA, BN)
-    EP = A.new_empty(B, NJ, BT)
-    _energies[(B, NJ)](Q, Q.stride(0), K, V, EP, Tx, NA, BT=BT, BN=BN, num_warps=4)
-    _align[(B, triton.cdiv(CTX, BC))](EP, NJ, M, A, A.stride(0), H, Cc, Cc.stride(0), C_lp, Tx, CTX, BT=BT, BC=BC,
-                                      num_warps=4)
+    BT, _, BC = _tile(Tx, NA, CTX)
+    grid, tiles = _grid(B, NA)
+    EP = A.new_empty(B, grid[1], BT)
+    _query_energies[grid](SL, SL.stride(0), W_a, SL.size(1), Q, Q.stride(0), K, V, EP, B, Tx, NA, **tiles, BT=BT,
+                          TC=TC, PRECISION=precision(W_a.dtype))
+    _align[(B, triton.cdiv(CTX, BC))](EP, grid[1], M, A, A.stride(0), H, Cc, Cc.stride(0), C_lp, Tx, CTX, BT=BT,
+                                      BC=BC, num_warps=4)
 
 
-def attend_backward(DC, CG, GC, Q, K, A, H, V, DE, DQ, DQ_lp):
-    """∂L/∂c_i = DC (+ CG, ∂L/∂x C of the GRU step, when given) into GC; the softmax's backward de (B, Tx) into
-    DE; ∂L/∂(W_a s_{i−1}) into DQ and DQ_lp, p recomputed from Q and K as attend_forward took them. Two kernels,
-    as attend_forward; `keys_grad` turns every step's de into ∂L/∂(U_a h) and ∂L/∂v_a after the loop."""
+def attend_backward(DC, DXL, C_w, GC, Q, K, A, H, V, DE, DQ, DQ_lp):
+    """∂L/∂c_i = DC + DXL[:, :3n] C_w (DXL the GRU step's ∂L/∂[a_h | a_zr] in the products' dtype, C_w (3n, ctx)
+    [C; C_z; C_r] in that dtype; DXL None at the last position) into GC; the softmax's backward de (B, Tx) into DE;
+    ∂L/∂(W_a s_{i−1}) into DQ and DQ_lp, p recomputed from Q and K as attend_forward took them. Two kernels, as
+    attend_forward; `keys_grad` turns every step's de into ∂L/∂(U_a h) and ∂L/∂v_a after the loop."""
     B, Tx, NA = K.shape
     CTX = H.size(2)
-    BT, BN, BC = _tile(Tx, NA, CTX)
-    NJ = triton.cdiv(CTX, BC)
-    DAP = A.new_empty(B, NJ, BT)
-    _context_grad[(B, NJ)](DC, DC.stride(0), CG if CG is not None else DC, GC, GC.stride(0), H, DAP, Tx, CTX,
-                           CG is not None, BT=BT, BC=BC, num_warps=4)
-    _energy_grad[(B, triton.cdiv(NA, BN))](DAP, NJ, A, A.stride(0), Q, Q.stride(0), K, V, DE, DE.stride(0), DQ,
+    BT, BN, _ = _tile(Tx, NA, CTX)
+    grid, tiles = _grid(B, CTX, 64)
+    DAP = A.new_empty(B, grid[1], BT)
+    dxl, k3 = (DXL, C_w.size(0)) if DXL is not None else (DC, 0)
+    _context_grad[grid](DC, DC.stride(0), dxl, dxl.stride(0), k3, C_w, GC, GC.stride(0), H, DAP, B, Tx, CTX, **tiles,
+                        BT=BT, TC=TC, PRECISION=precision(C_w.dtype))
+    _energy_grad[(B, triton.cdiv(NA, BN))](DAP, grid[1], A, A.stride(0), Q, Q.stride(0), K, V, DE, DE.stride(0), DQ,
                                            DQ.stride(0), DQ_lp, DQ_lp.stride(0), Tx, NA, BT=BT, BN=BN, num_warps=4)
 
 

@@ -47,13 +47,12 @@ class DeepOutputKernels(torch.autograd.Function):
             # several times as far as the autograd path's, tests/test_fused.py at 50 words)
             h, keys_lp, M = h.contiguous(), keys.to(lp).contiguous(), mask.to(torch.uint8).contiguous()
             Tx, ctx_dim = h.shape[1:]
-            W_at, C_w, v = W_a.to(lp).t(), C.to(lp).contiguous(), v_a.reshape(-1).contiguous()
+            W_a_lp, C_w, v = W_a.to(lp).contiguous(), C.to(lp).contiguous(), v_a.reshape(-1).contiguous()
             Q = X.new_empty(Ty, B, W_a.size(0), dtype=lp)  # W_a s_{i−1} per position
             A, Cc, C_lp = X.new_empty(B, Ty, Tx), X.new_empty(B, Ty, ctx_dim), X.new_empty(B, ctx_dim, dtype=lp)
         for i in range(Ty if attn else T1):
             if attn:
-                torch.mm(S_lp[:, i], W_at, out=Q[i])  # (B, n')
-                attend_forward(Q[i], keys_lp, v, h, M, A[:, i], Cc[:, i], C_lp)
+                attend_forward(S_lp[:, i], W_a_lp, Q[i], keys_lp, v, h, M, A[:, i], Cc[:, i], C_lp)
             if i + 1 < Ty:
                 K.gru_forward(X[:, i], C_lp, C_w, S_lp[:, i], U_zr_lp, U_lp, S[:, i], ZR[:, i], RS[:, i], RS_lp,
                               St[:, i], S[:, i + 1], S_lp[:, i + 1])
@@ -80,20 +79,19 @@ class DeepOutputKernels(torch.autograd.Function):
         W_g = (torch.cat([U_zr, W_a]) if attn else U_zr).to(lp).contiguous()  # (2n + n', n)
         U_lp, buffers = U.to(lp).contiguous(), (S.new_empty(B, n), S.new_empty(B, n))
         if attn:
-            C_lp = C.to(lp)
+            C_w = C.to(lp).contiguous()  # (3n, ctx)
             dCc = torch.zeros_like(Cc) if dCc is None else dCc.contiguous()
             Gc, DQ, DE = torch.empty_like(Cc), S.new_empty(B, Ty, na), torch.empty_like(A)
         G1, later = dS[:, Ty - 1], None  # ∂L/∂s_i = G1 + later[:, n:] W_g
         for i in reversed(range(Ty)):
-            here, CG = DX_lp[i % 2], None
-            if i + 1 < Ty:
+            here, step = DX_lp[i % 2], i + 1 < Ty
+            if step:
                 K.gru_backward(G1, later, W_g, ZR[:, i], St[:, i], S[:, i], dS[:, i], U_lp, dX[:, i], here,
                                buffers[i % 2])
                 G1, later = buffers[i % 2], here
-                CG = here[:, : 3 * n] @ C_lp if attn else None  # (B, ctx)
             if attn:
-                attend_backward(dCc[:, i], CG, Gc[:, i], Q[i], keys_lp, A[:, i], h, v, DE[:, i], DQ[:, i],
-                                here[:, 3 * n :])
+                attend_backward(dCc[:, i], here if step else None, C_w, Gc[:, i], Q[i], keys_lp, A[:, i], h, v,
+                                DE[:, i], DQ[:, i], here[:, 3 * n :])
                 later = here
         g = G1 + (later[:, n:] @ W_g).float() if later is not None else G1.clone()
         dU_zr = mm(dX[:, :-1, n:].flatten(0, 1).t(), S[:, :-1].flatten(0, 1), lp)

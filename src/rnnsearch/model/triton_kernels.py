@@ -224,10 +224,10 @@ if triton is not None:
         tl.store(DH_out + (d * rows + b) * N + cols, gh * z, mask=ok)
 
 
-def _grid(B: int, N: int) -> tuple[tuple[int, int], dict]:
+def _grid(B: int, N: int, BN: int = 32) -> tuple[tuple[int, int], dict]:
     """The grid and tiles of a step's product with its element-wise work, (B, N) the result's shape: blocks of 16
-    rows (32 from 32) and 32 columns, 64 of the inner dimension (not yet tuned on a GPU)."""
-    BM, BN = (16 if B <= 16 else 32), 32
+    rows (32 from 32) and BN columns, 64 of the inner dimension (not yet tuned on a GPU)."""
+    BM = 16 if B <= 16 else 32
     return (triton.cdiv(B, BM), triton.cdiv(N, BN)), {"BM": BM, "BN": BN, "BK": 64}
 
 
