@@ -1,11 +1,12 @@
 """Triton kernels of the decoder's additive attention (App. A.1.2) on a GPU, one target position i at a time
-(`fused_gpu.DeepOutputKernels` runs them; the GRU steps' kernels are in `triton_kernels.py`). Each element-wise
-stretch is one kernel over (row, columns), two each way, and one after the backward loop:
+(`fused_gpu.DeepOutputKernels` runs them; the GRU steps' kernels are in `triton_kernels.py`): two each way, the
+first of each a matrix product with the work that follows it, and one after the backward loop:
 
-    attend_forward     p_j = tanh(W_a s_{i−1} + U_a h_j),  e_j = v_aᵀ p_j (shares over columns of n');
-                       α = softmax(e) over real words,  c_i = Σ_j α_j h_j (over columns of ctx)
-    attend_backward    ∂L/∂c_i, ∂L/∂α_j = h_j · ∂L/∂c_i (shares over columns of ctx); softmax's backward de_j,
-                       kept per step, and ∂L/∂(W_a s_{i−1}) = Σ_j de_j v_a ∘ (1 − p_j²), p recomputed
+    attend_forward     W_a s_{i−1}; p_j = tanh(W_a s_{i−1} + U_a h_j), e_j = v_aᵀ p_j (shares over blocks of rows
+                       and columns of n');  α = softmax(e) over real words,  c_i = Σ_j α_j h_j (over columns of ctx)
+    attend_backward    ∂L/∂c_i = its part from the output layer + ∂L/∂x C (the GRU step's), ∂L/∂α_j = h_j · ∂L/∂c_i
+                       (shares over blocks of rows and columns of ctx); softmax's backward de_j, kept per step, and
+                       ∂L/∂(W_a s_{i−1}) = Σ_j de_j v_a ∘ (1 − p_j²), p recomputed
     keys_grad          after the loop: ∂L/∂(U_a h_j) = v_a ∘ Σ_i de_ij (1 − p_ij²) and ∂L/∂v_a = Σ_ij de_ij p_ij,
                        the steps summed in registers
 

@@ -1,16 +1,15 @@
 """The decoder recurrence of App. A.2.2 under teacher forcing on a GPU: `fused._DeepOutputRecurrence`'s forward and
-backward passes in Triton kernels (`triton_kernels.py`, the attention's in `attention_kernels.py`), 5 kernels per
-target position forward (from 24) and 5 backward (from 36) for RNNsearch, 2 each way for RNNencdec; and the
-encoder's GRU (`EncoderKernels`) likewise.
+backward passes in Triton kernels (`triton_kernels.py`, the attention's in `attention_kernels.py`), 4 kernels per
+target position forward (from 24) and 4 backward (from 36) for RNNsearch, 2 each way for RNNencdec, every matrix
+product of a step inside a kernel with the element-wise work beside it; and the encoder's GRU (`EncoderKernels`).
 
 Per position i, forward (s = s_{i−1}, the paper's symbols; see fused.py):
-    W_a s                                                   product
-    p, α_i, c_i                                             attend_forward (two kernels)
-    C c_i + U_zr s: z, r, r ∘ s;  U [r ∘ s]: s̃, s_i           gru_forward (two kernels: each a product, then
+    W_a s: p, e's shares;  α_i, c_i                          attend_forward (two kernels, the first a product, then
                                                             the element-wise work on its result)
+    C c_i + U_zr s: z, r, r ∘ s;  U [r ∘ s]: s̃, s_i           gru_forward (two kernels, each likewise)
 backward, from ∂L/∂s_i = G1 + [∂L/∂a_zr | ∂L/∂(W_a s_i)] [U_zr; W_a] of position i + 1:
     that product: ∂L/∂a_h, ∂L/∂a_z;  ∂L/∂a_h U: ∂L/∂a_r, G1   gru_backward (two kernels, likewise)
-    ∂L/∂x C                                                 product; then attend_backward (two kernels)
+    ∂L/∂x C: ∂L/∂c_i, ∂L/∂α's shares;  de, ∂L/∂(W_a s)       attend_backward (two kernels, the first likewise)
 after the loop, ∂L/∂(U_a h) and ∂L/∂v_a from every step's softmax backward: keys_grad (one kernel). p is not kept:
 the kernels that need it recompute it from W_a s (kept per position) and U_a h.
 The weights' gradients are the same GEMMs over all steps as fused.py's. The products run in `lp` (bf16 under
