@@ -8,14 +8,16 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+from collections import Counter
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from rnnsearch.model import fused_gpu, triton_kernels
+from rnnsearch.model import attention_kernels, fused_gpu, triton_kernels
 from rnnsearch.training.optimizers import Adadelta
 
 from .conftest import DEVICES
@@ -78,6 +80,69 @@ def test_the_step_kernels_at_sizes_that_are_not_whole_tiles(device, attn, lp):
         assert ours.abs().sum() > 0
         scale = theirs.abs().max().item()
         assert (ours - theirs).abs().max().item() <= (1e-5 if lp == torch.float32 else 3e-2) * max(scale, 1.0)
+
+
+class _Operations(TorchDispatchMode):
+    """torch's operations that launch work (views and allocations left out), by name."""
+
+    SKIP = {"view", "_unsafe_view", "t", "transpose", "slice", "select", "unsqueeze", "squeeze", "as_strided", "alias",
+            "detach", "expand", "split", "empty", "new_empty", "empty_like", "empty_strided", "lift_fresh"}
+
+    paused = False  # inside a kernel (Triton's interpreter runs torch's operations of its own)
+
+    def __init__(self):
+        super().__init__()
+        self.seen = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ not in self.SKIP and not _Operations.paused:
+            self.seen[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_torch_operation_runs_per_step(device, monkeypatch):
+    """Every matrix product of a decoder step is inside the step's kernels: the GPU recurrence's forward and
+    backward passes, under bf16 autocast, run the same torch operations at 3 target positions as at 9 (the weights'
+    casts and gradients, once), and 8 more Triton kernels per position (4 each way)."""
+    _needs_kernels(device)
+    from rnnsearch.model.fused import _apply
+
+    launched = Counter()
+    for name in ("_query_energies", "_align", "_gru_gates", "_gru_state", "_gru_grad_gates", "_gru_grad_reset",
+                 "_context_grad", "_energy_grad", "_keys_grad"):
+        module = triton_kernels if hasattr(triton_kernels, name) else attention_kernels
+        kernel = getattr(module, name)
+        monkeypatch.setattr(module, name, _Counted(kernel, name, launched))
+    seen = []
+    for Ty in (3, 9):
+        launched.clear()
+        inputs = _recurrence_inputs(device, True, B=5, Tx=7, Ty=Ty, n=16, na=16)
+        with _Operations() as ops, torch.autocast(device, dtype=torch.bfloat16):
+            out = _apply(fused_gpu.DeepOutputKernels, *inputs)
+            sum(o.float().sum() for o in out).backward()
+        seen.append((ops.seen, sum(launched.values())))
+    (few, k_few), (many, k_many) = seen
+    assert few == many and few["mm"] <= 5, (few, many)
+    assert k_many - k_few == 8 * 6
+
+
+class _Counted:
+    """A Triton kernel whose launches (kernel[grid](…)) are counted."""
+
+    def __init__(self, kernel, name, counter):
+        self.kernel, self.name, self.counter = kernel, name, counter
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.counter[self.name] += 1
+            _Operations.paused = True
+            try:
+                return self.kernel[grid](*args, **kwargs)
+            finally:
+                _Operations.paused = False
+
+        return launch
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -58,7 +58,7 @@ if triton is not None:
             tl.store(share + t[None, :], tl.sum(p * v, axis=2), mask=rok[:, None])
 
     @triton.jit
-    def _align(EP, NJ: tl.constexpr, M, A, a_stride, H, Cc, c_stride, C_lp, Tx, CTX: tl.constexpr,
+    def _align(EP, NJ: tl.constexpr, M, A, a_stride, H, Cc, c_stride, C_lp, cl_stride, Tx, CTX: tl.constexpr,
                BT: tl.constexpr, BC: tl.constexpr):
         """Program (b, j): α from e's shares (every program alike; the first stores it), c_i over columns j·BC…"""
         b, j = tl.program_id(0), tl.program_id(1)
@@ -74,7 +74,7 @@ if triton is not None:
                     other=0).to(tl.float32)
         c = tl.sum(alpha[:, None] * h, axis=0)
         tl.store(Cc + b * c_stride + cols, c, mask=ok)
-        tl.store(C_lp + b * CTX + cols, _to(c, C_lp), mask=ok)
+        tl.store(C_lp + b * cl_stride + cols, _to(c, C_lp), mask=ok)
 
     @triton.jit
     def _context_grad(DC, dc_stride, DXL, dxl_stride, K3, C_w, GC, gc_stride, H, DAP, B, Tx, CTX: tl.constexpr,
@@ -98,11 +98,11 @@ if triton is not None:
             tl.store(share + t[None, :], tl.sum(h * gc[:, None, :], axis=2), mask=rok[:, None])
 
     @triton.jit
-    def _energy_grad(DAP, NJ: tl.constexpr, A, a_stride, Q, q_stride, K, V, DE, de_stride, DQ, dq_stride, DQ_lp,
-                     dql_stride, Tx, NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
+    def _energy_grad(DAP, NJ: tl.constexpr, A, a_stride, Q, q_stride, K, V, DE, de_stride, DQ_lp, dql_stride, Tx,
+                     NA: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
         """Program (b, j): softmax's backward from ∂L/∂α's shares, de into DE (the first program), then over
-        columns j·BN… of n', p recomputed from W_a s and U_a h: ∂L/∂(W_a s) = Σ_j de_j v_a ∘ (1 − p_j²) into DQ
-        and DQ_lp."""
+        columns j·BN… of n', p recomputed from W_a s and U_a h: ∂L/∂(W_a s) = Σ_j de_j v_a ∘ (1 − p_j²) into DQ_lp
+        (the products' dtype)."""
         b, j = tl.program_id(0), tl.program_id(1)
         t, cols = tl.arange(0, BT), j * BN + tl.arange(0, BN)
         inside, ok = t < Tx, cols < NA
@@ -116,7 +116,6 @@ if triton is not None:
         p = _tanh(k + q[None, :])
         v = tl.load(V + cols, mask=ok, other=0)
         dq = tl.sum(de[:, None] * (1 - p * p), axis=0) * v  # through p = tanh(·)
-        tl.store(DQ + b * dq_stride + cols, dq, mask=ok)
         tl.store(DQ_lp + b * dql_stride + cols, _to(dq, DQ_lp), mask=ok)
 
     @triton.jit
@@ -162,14 +161,14 @@ def attend_forward(SL, W_a, Q, K, V, H, M, A, Cc, C_lp):
     EP = A.new_empty(B, grid[1], BT)
     _query_energies[grid](SL, SL.stride(0), W_a, SL.size(1), Q, Q.stride(0), K, V, EP, B, Tx, NA, **tiles, BT=BT,
                           TC=TC, PRECISION=precision(W_a.dtype))
-    _align[(B, triton.cdiv(CTX, BC))](EP, grid[1], M, A, A.stride(0), H, Cc, Cc.stride(0), C_lp, Tx, CTX, BT=BT,
-                                      BC=BC, num_warps=4)
+    _align[(B, triton.cdiv(CTX, BC))](EP, grid[1], M, A, A.stride(0), H, Cc, Cc.stride(0), C_lp, C_lp.stride(0), Tx,
+                                      CTX, BT=BT, BC=BC, num_warps=4)
 
 
-def attend_backward(DC, DXL, C_w, GC, Q, K, A, H, V, DE, DQ, DQ_lp):
+def attend_backward(DC, DXL, C_w, GC, Q, K, A, H, V, DE, DQ_lp):
     """∂L/∂c_i = DC + DXL[:, :3n] C_w (DXL the GRU step's ∂L/∂[a_h | a_zr] in the products' dtype, C_w (3n, ctx)
     [C; C_z; C_r] in that dtype; DXL None at the last position) into GC; the softmax's backward de (B, Tx) into DE;
-    ∂L/∂(W_a s_{i−1}) into DQ and DQ_lp, p recomputed from Q and K as attend_forward took them. Two kernels, as
+    ∂L/∂(W_a s_{i−1}) into DQ_lp (the products' dtype), p recomputed from Q and K as attend_forward took them. Two kernels, as
     attend_forward; `keys_grad` turns every step's de into ∂L/∂(U_a h) and ∂L/∂v_a after the loop."""
     B, Tx, NA = K.shape
     CTX = H.size(2)
@@ -179,8 +178,8 @@ def attend_backward(DC, DXL, C_w, GC, Q, K, A, H, V, DE, DQ, DQ_lp):
     dxl, k3 = (DXL, C_w.size(0)) if DXL is not None else (DC, 0)
     _context_grad[grid](DC, DC.stride(0), dxl, dxl.stride(0), k3, C_w, GC, GC.stride(0), H, DAP, B, Tx, CTX, **tiles,
                         BT=BT, TC=TC, PRECISION=precision(C_w.dtype))
-    _energy_grad[(B, triton.cdiv(NA, BN))](DAP, grid[1], A, A.stride(0), Q, Q.stride(0), K, V, DE, DE.stride(0), DQ,
-                                           DQ.stride(0), DQ_lp, DQ_lp.stride(0), Tx, NA, BT=BT, BN=BN, num_warps=4)
+    _energy_grad[(B, triton.cdiv(NA, BN))](DAP, grid[1], A, A.stride(0), Q, Q.stride(0), K, V, DE, DE.stride(0), DQ_lp,
+                                           DQ_lp.stride(0), Tx, NA, BT=BT, BN=BN, num_warps=4)
 
 
 def keys_grad(DE, Q, K, V):

@@ -26,6 +26,12 @@ from rnnsearch.model.attention_kernels import attend_backward, attend_forward, k
 from rnnsearch.model.products import mm
 
 
+def _over_steps(G: torch.Tensor, Y: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A weight's gradient Σ_bi G_biᵀ Y_bi from G (B, Ty, ·) and Y (B, Ty, ·) in the products' dtype, views read as
+    they lie (no copies), the result in `dtype`: as fused.py's, whose operands are cast to that dtype first."""
+    return (G.flatten(0, 1).t() @ Y.flatten(0, 1)).to(dtype)
+
+
 class DeepOutputKernels(torch.autograd.Function):
     @staticmethod
     def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U, lp):
@@ -37,8 +43,9 @@ class DeepOutputKernels(torch.autograd.Function):
         S, S_lp = X.new_empty(B, Ty, n), X.new_empty(B, Ty, n, dtype=lp)  # s_{i−1} of every position
         S[:, 0], S_lp[:, 0] = s0, s0
         T1 = max(Ty - 1, 0)
-        ZR, St, RS = X.new_empty(B, T1, 2 * n), X.new_empty(B, T1, n), X.new_empty(B, T1, n)
-        RS_lp = X.new_empty(B, n, dtype=lp)
+        ZR, St = X.new_empty(B, T1, 2 * n), X.new_empty(B, T1, n)
+        RS_lp = X.new_empty(B, Ty, n, dtype=lp)  # r_i ∘ s_{i−1}, 0 at the last position (no step: dU's sum over all)
+        RS_lp[:, -1].zero_()
         C_lp = C_w = Q = None
         if attn:
             # U_a h, a product of the encoder's (autocast's dtype already), read in lp: half the bytes of float32;
@@ -48,57 +55,59 @@ class DeepOutputKernels(torch.autograd.Function):
             Tx, ctx_dim = h.shape[1:]
             W_a_lp, C_w, v = W_a.to(lp).contiguous(), C.to(lp).contiguous(), v_a.reshape(-1).contiguous()
             Q = X.new_empty(Ty, B, W_a.size(0), dtype=lp)  # W_a s_{i−1} per position
-            A, Cc, C_lp = X.new_empty(B, Ty, Tx), X.new_empty(B, Ty, ctx_dim), X.new_empty(B, ctx_dim, dtype=lp)
+            A, Cc, C_lp = X.new_empty(B, Ty, Tx), X.new_empty(B, Ty, ctx_dim), X.new_empty(B, Ty, ctx_dim, dtype=lp)
         for i in range(Ty if attn else T1):
             if attn:
-                attend_forward(S_lp[:, i], W_a_lp, Q[i], keys_lp, v, h, M, A[:, i], Cc[:, i], C_lp)
+                attend_forward(S_lp[:, i], W_a_lp, Q[i], keys_lp, v, h, M, A[:, i], Cc[:, i], C_lp[:, i])
             if i + 1 < Ty:
-                K.gru_forward(X[:, i], C_lp, C_w, S_lp[:, i], U_zr_lp, U_lp, S[:, i], ZR[:, i], RS[:, i], RS_lp,
-                              St[:, i], S[:, i + 1], S_lp[:, i + 1])
+                K.gru_forward(X[:, i], C_lp[:, i] if attn else None, C_w, S_lp[:, i], U_zr_lp, U_lp, S[:, i], ZR[:, i],
+                              RS_lp[:, i], St[:, i], S[:, i + 1], S_lp[:, i + 1])
         ctx.attn, ctx.lp = attn, lp
         if attn:
-            ctx.save_for_backward(S, ZR, St, RS, h, keys_lp, Q, Cc, A, W_a, v, C, U_zr, U)
+            ctx.save_for_backward(S, S_lp, ZR, St, RS_lp, h, keys_lp, Q, C_lp, A, W_a, v, C, U_zr, U)
             return S, Cc
-        ctx.save_for_backward(S, ZR, St, RS, U_zr, U)
+        ctx.save_for_backward(S, S_lp, ZR, St, RS_lp, U_zr, U)
         return S
 
     @staticmethod
     def backward(ctx, dS, dCc=None):
         attn, lp = ctx.attn, ctx.lp
         if attn:
-            S, ZR, St, RS, h, keys_lp, Q, Cc, A, W_a, v, C, U_zr, U = ctx.saved_tensors
+            S, S_lp, ZR, St, RS_lp, h, keys_lp, Q, C_lp, A, W_a, v, C, U_zr, U = ctx.saved_tensors
         else:
-            S, ZR, St, RS, U_zr, U = ctx.saved_tensors
+            S, S_lp, ZR, St, RS_lp, U_zr, U = ctx.saved_tensors
         B, Ty, n = S.shape
         na = W_a.size(0) if attn else 0
         dS = torch.zeros_like(S) if dS is None else dS.contiguous()
         dX = S.new_zeros(B, Ty, 3 * n)  # the last position's input is never used
-        # [∂L/∂a_h | ∂L/∂a_zr | ∂L/∂(W_a s)] of one position in lp, two in turn: a step reads the next position's
-        DX_lp = (S.new_zeros(B, 3 * n + na, dtype=lp), S.new_zeros(B, 3 * n + na, dtype=lp))
+        # [∂L/∂a_h | ∂L/∂a_zr | ∂L/∂(W_a s)] per position in lp, as the weights' gradients read it (the GRU's part 0
+        # at the last position, which has no step); a step reads the next position's
+        DX_lp = S.new_empty(B, Ty, 3 * n + na, dtype=lp)
+        DX_lp[:, -1, : 3 * n].zero_()
         W_g = (torch.cat([U_zr, W_a]) if attn else U_zr).to(lp).contiguous()  # (2n + n', n)
         U_lp, buffers = U.to(lp).contiguous(), (S.new_empty(B, n), S.new_empty(B, n))
         if attn:
             C_w = C.to(lp).contiguous()  # (3n, ctx)
-            dCc = torch.zeros_like(Cc) if dCc is None else dCc.contiguous()
-            Gc, DQ, DE = torch.empty_like(Cc), S.new_empty(B, Ty, na), torch.empty_like(A)
+            dCc = torch.zeros_like(C_lp, dtype=S.dtype) if dCc is None else dCc.contiguous()
+            Gc, DE = torch.empty_like(dCc), torch.empty_like(A)
         G1, later = dS[:, Ty - 1], None  # ∂L/∂s_i = G1 + later[:, n:] W_g
         for i in reversed(range(Ty)):
-            here, step = DX_lp[i % 2], i + 1 < Ty
+            here, step = DX_lp[:, i], i + 1 < Ty
             if step:
                 K.gru_backward(G1, later, W_g, ZR[:, i], St[:, i], S[:, i], dS[:, i], U_lp, dX[:, i], here,
                                buffers[i % 2])
                 G1, later = buffers[i % 2], here
             if attn:
                 attend_backward(dCc[:, i], here if step else None, C_w, Gc[:, i], Q[i], keys_lp, A[:, i], h, v,
-                                DE[:, i], DQ[:, i], here[:, 3 * n :])
+                                DE[:, i], here[:, 3 * n :])
                 later = here
         g = G1 + (later[:, n:] @ W_g).float() if later is not None else G1.clone()
-        dU_zr = mm(dX[:, :-1, n:].flatten(0, 1).t(), S[:, :-1].flatten(0, 1), lp)
-        dU = mm(dX[:, :-1, :n].flatten(0, 1).t(), RS.flatten(0, 1), lp)
+        dU_zr = _over_steps(DX_lp[..., n : 3 * n], S_lp, S.dtype)
+        dU = _over_steps(DX_lp[..., :n], RS_lp, S.dtype)
         if not attn:
             return dX, g, None, None, None, None, None, None, dU_zr, dU, None
-        dC = mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
-        dW_a = mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
+        dC = _over_steps(DX_lp[..., : 3 * n], C_lp, S.dtype)
+        dW_a = _over_steps(DX_lp[..., 3 * n :], S_lp, S.dtype)
         dh = torch.bmm(A.transpose(1, 2), Gc)  # Σ_i α_ij ∂L/∂c_i
         dkeys, dv = keys_grad(DE, Q, keys_lp, v)
         return dX, g, dh, dkeys, None, dW_a, dv.view(1, -1), dC, dU_zr, dU, None

@@ -82,16 +82,16 @@ if triton is not None:
         return rows, cols, rows < B, cols < N
 
     @triton.jit
-    def _gru_gates(X, x_stride, CC, C_w, CTX, SL, sl_stride, U_zr, S, s_stride, ZR, zr_stride, RS, rs_stride, RS_lp,
-                   AH, ah_stride, B, N, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    def _gru_gates(X, x_stride, CC, cc_stride, C_w, CTX, SL, sl_stride, U_zr, S, s_stride, ZR, zr_stride, RS_lp,
+                   rs_stride, AH, ah_stride, B, N, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                    PRECISION: tl.constexpr):
         """[C; C_z; C_r] c_i (CTX = 0: no attention) and [U_z; U_r] s_{i−1}, then z, r = σ(x_zr + both) into ZR,
-        r ∘ s_{i−1} into RS and RS_lp, and x_h + C c_i into AH (where `_gru_state` adds U [r ∘ s_{i−1}])."""
+        r ∘ s_{i−1} into RS_lp (the products' dtype), and x_h + C c_i into AH (where `_gru_state` adds U [r ∘ s_{i−1}])."""
         rows, cols, rok, cok = _tile_of(B, N, BM, BN)
         zero = tl.zeros([BM, BN], dtype=tl.float32)
-        a_h = _dot(zero, CC, CTX, rows, rok, C_w, 1, CTX, cols, cok, CTX, BK, PRECISION)
-        a_z = _dot(zero, CC, CTX, rows, rok, C_w + N * CTX, 1, CTX, cols, cok, CTX, BK, PRECISION)
-        a_r = _dot(zero, CC, CTX, rows, rok, C_w + 2 * N * CTX, 1, CTX, cols, cok, CTX, BK, PRECISION)
+        a_h = _dot(zero, CC, cc_stride, rows, rok, C_w, 1, CTX, cols, cok, CTX, BK, PRECISION)
+        a_z = _dot(zero, CC, cc_stride, rows, rok, C_w + N * CTX, 1, CTX, cols, cok, CTX, BK, PRECISION)
+        a_r = _dot(zero, CC, cc_stride, rows, rok, C_w + 2 * N * CTX, 1, CTX, cols, cok, CTX, BK, PRECISION)
         a_z = _dot(a_z, SL, sl_stride, rows, rok, U_zr, 1, N, cols, cok, N, BK, PRECISION)
         a_r = _dot(a_r, SL, sl_stride, rows, rok, U_zr + N * N, 1, N, cols, cok, N, BK, PRECISION)
         ok, x = rok[:, None] & cok[None, :], X + rows[:, None] * x_stride + cols[None, :]
@@ -101,17 +101,17 @@ if triton is not None:
         tl.store(zr, z, mask=ok)
         tl.store(zr + N, r, mask=ok)
         rs = r * tl.load(S + rows[:, None] * s_stride + cols[None, :], mask=ok, other=0)
-        tl.store(RS + rows[:, None] * rs_stride + cols[None, :], rs, mask=ok)
-        tl.store(RS_lp + rows[:, None] * N + cols[None, :], _to(rs, RS_lp), mask=ok)
+        tl.store(RS_lp + rows[:, None] * rs_stride + cols[None, :], _to(rs, RS_lp), mask=ok)
         tl.store(AH + rows[:, None] * ah_stride + cols[None, :], a_h + tl.load(x, mask=ok, other=0), mask=ok)
 
     @triton.jit
-    def _gru_state(RS_lp, U, AH, ah_stride, ZR, zr_stride, S, s_stride, SN, sn_stride, SN_lp, snl_stride, B, N,
+    def _gru_state(RS_lp, rs_stride, U, AH, ah_stride, ZR, zr_stride, S, s_stride, SN, sn_stride, SN_lp, snl_stride, B, N,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
         """U [r ∘ s_{i−1}], then s̃ = tanh(AH + it) over AH (the same place: each program reads and writes its own
         tile), s_i = (1 − z) ∘ s_{i−1} + z ∘ s̃ into SN and SN_lp."""
         rows, cols, rok, cok = _tile_of(B, N, BM, BN)
-        a_h = _dot(tl.zeros([BM, BN], dtype=tl.float32), RS_lp, N, rows, rok, U, 1, N, cols, cok, N, BK, PRECISION)
+        a_h = _dot(tl.zeros([BM, BN], dtype=tl.float32), RS_lp, rs_stride, rows, rok, U, 1, N, cols, cok, N, BK,
+                   PRECISION)
         ok, at = rok[:, None] & cok[None, :], rows[:, None] * ah_stride + cols[None, :]
         s_tilde = _tanh(a_h + tl.load(AH + at, mask=ok, other=0))
         z = tl.load(ZR + rows[:, None] * zr_stride + cols[None, :], mask=ok, other=0)
@@ -237,19 +237,19 @@ def precision(lp: torch.dtype) -> str:
     return "tf32" if lp == torch.float32 and torch.backends.cuda.matmul.allow_tf32 else "ieee"
 
 
-def gru_forward(X, C_lp, C_w, S_lp, U_zr, U, S, ZR, RS, RS_lp, St, S_next, S_next_lp):
+def gru_forward(X, C_lp, C_w, S_lp, U_zr, U, S, ZR, RS_lp, St, S_next, S_next_lp):
     """One GRU step (App. A.2.2) in two kernels, each a matrix product with its element-wise work: X (B, 3n)
     [x_h | x_z | x_r]; C_lp (B, ctx) c_i and C_w (3n, ctx) [C; C_z; C_r], or both None (no attention); S (B, n)
     s_{i−1} and S_lp its copy in the products' dtype; U_zr (2n, n) and U (n, n) in that dtype. Gates into ZR,
-    r ∘ s into RS and RS_lp, s̃ into St, s_i into S_next and S_next_lp."""
+    r ∘ s into RS_lp (the products' dtype), s̃ into St, s_i into S_next and S_next_lp."""
     B, N = S.shape
     grid, tiles = _grid(B, N)
     ctx, cc, cw = (C_lp.size(1), C_lp, C_w) if C_lp is not None else (0, S_lp, U)
     prec = precision(U.dtype)
-    _gru_gates[grid](X, X.stride(0), cc, cw, ctx, S_lp, S_lp.stride(0), U_zr, S, S.stride(0), ZR, ZR.stride(0), RS,
-                     RS.stride(0), RS_lp, St, St.stride(0), B, N, **tiles, PRECISION=prec)
-    _gru_state[grid](RS_lp, U, St, St.stride(0), ZR, ZR.stride(0), S, S.stride(0), S_next, S_next.stride(0),
-                     S_next_lp, S_next_lp.stride(0), B, N, **tiles, PRECISION=prec)
+    _gru_gates[grid](X, X.stride(0), cc, cc.stride(0), cw, ctx, S_lp, S_lp.stride(0), U_zr, S, S.stride(0), ZR,
+                     ZR.stride(0), RS_lp, RS_lp.stride(0), St, St.stride(0), B, N, **tiles, PRECISION=prec)
+    _gru_state[grid](RS_lp, RS_lp.stride(0), U, St, St.stride(0), ZR, ZR.stride(0), S, S.stride(0), S_next,
+                     S_next.stride(0), S_next_lp, S_next_lp.stride(0), B, N, **tiles, PRECISION=prec)
 
 
 def gru_backward(G1, DP, W_g, ZR, St, S, DS, U, DX, DX_lp, G_out):
