@@ -168,8 +168,8 @@ def attend_forward(SL, W_a, Q, K, V, H, M, A, Cc, C_lp):
 def attend_backward(DC, DXL, C_w, GC, Q, K, A, H, V, DE, DQ_lp):
     """∂L/∂c_i = DC + DXL[:, :3n] C_w (DXL the GRU step's ∂L/∂[a_h | a_zr] in the products' dtype, C_w (3n, ctx)
     [C; C_z; C_r] in that dtype; DXL None at the last position) into GC; the softmax's backward de (B, Tx) into DE;
-    ∂L/∂(W_a s_{i−1}) into DQ_lp (the products' dtype), p recomputed from Q and K as attend_forward took them. Two kernels, as
-    attend_forward; `keys_grad` turns every step's de into ∂L/∂(U_a h) and ∂L/∂v_a after the loop."""
+    ∂L/∂(W_a s_{i−1}) into DQ_lp (the products' dtype), p recomputed from Q and K as attend_forward took them. Two
+    kernels, as attend_forward; `keys_grad` turns every step's de into ∂L/∂(U_a h) and ∂L/∂v_a after the loop."""
     B, Tx, NA = K.shape
     CTX = H.size(2)
     BT, BN, _ = _tile(Tx, NA, CTX)

@@ -86,7 +86,8 @@ if triton is not None:
                    rs_stride, AH, ah_stride, B, N, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                    PRECISION: tl.constexpr):
         """[C; C_z; C_r] c_i (CTX = 0: no attention) and [U_z; U_r] s_{i−1}, then z, r = σ(x_zr + both) into ZR,
-        r ∘ s_{i−1} into RS_lp (the products' dtype), and x_h + C c_i into AH (where `_gru_state` adds U [r ∘ s_{i−1}])."""
+        r ∘ s_{i−1} into RS_lp (the products' dtype), and x_h + C c_i into AH (where `_gru_state` adds
+        U [r ∘ s_{i−1}])."""
         rows, cols, rok, cok = _tile_of(B, N, BM, BN)
         zero = tl.zeros([BM, BN], dtype=tl.float32)
         a_h = _dot(zero, CC, cc_stride, rows, rok, C_w, 1, CTX, cols, cok, CTX, BK, PRECISION)
@@ -105,8 +106,8 @@ if triton is not None:
         tl.store(AH + rows[:, None] * ah_stride + cols[None, :], a_h + tl.load(x, mask=ok, other=0), mask=ok)
 
     @triton.jit
-    def _gru_state(RS_lp, rs_stride, U, AH, ah_stride, ZR, zr_stride, S, s_stride, SN, sn_stride, SN_lp, snl_stride, B, N,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+    def _gru_state(RS_lp, rs_stride, U, AH, ah_stride, ZR, zr_stride, S, s_stride, SN, sn_stride, SN_lp, snl_stride,
+                   B, N, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
         """U [r ∘ s_{i−1}], then s̃ = tanh(AH + it) over AH (the same place: each program reads and writes its own
         tile), s_i = (1 − z) ∘ s_{i−1} + z ∘ s̃ into SN and SN_lp."""
         rows, cols, rok, cok = _tile_of(B, N, BM, BN)
