@@ -27,8 +27,9 @@ if triton is not None:
         ok = i < numel
         g = tl.load(G + i, mask=ok, other=0).to(tl.float32)
         square_avg = tl.load(SA + i, mask=ok, other=0) * rho + (1 - rho) * g * g
-        delta = tl.sqrt(tl.load(AD + i, mask=ok, other=0) + eps) / tl.sqrt(square_avg + eps) * g
-        acc_delta = tl.load(AD + i, mask=ok, other=0) * rho + (1 - rho) * delta * delta
+        acc_delta = tl.load(AD + i, mask=ok, other=0)  # read once
+        delta = tl.sqrt(acc_delta + eps) / tl.sqrt(square_avg + eps) * g
+        acc_delta = acc_delta * rho + (1 - rho) * delta * delta
         lr = tl.load(LR) if LR_TENSOR else LR
         tl.store(SA + i, square_avg, mask=ok)
         tl.store(AD + i, acc_delta, mask=ok)
