@@ -82,6 +82,10 @@ def test_the_step_kernels_at_sizes_that_are_not_whole_tiles(device, attn, lp):
         assert (ours - theirs).abs().max().item() <= (1e-5 if lp == torch.float32 else 3e-2) * max(scale, 1.0)
 
 
+_RECURRENCE_KERNELS = ("_query_energies", "_align", "_gru_gates", "_gru_state", "_gru_grad_gates", "_gru_grad_reset",
+                       "_context_grad", "_energy_grad", "_keys_grad")  # what DeepOutputKernels launches
+
+
 class _Operations(TorchDispatchMode):
     """torch's operations that launch work (views and allocations left out), by name."""
 
@@ -109,8 +113,7 @@ def test_no_torch_operation_runs_per_step(device, monkeypatch):
     from rnnsearch.model.fused import _apply
 
     launched = Counter()
-    for name in ("_query_energies", "_align", "_gru_gates", "_gru_state", "_gru_grad_gates", "_gru_grad_reset",
-                 "_context_grad", "_energy_grad", "_keys_grad"):
+    for name in _RECURRENCE_KERNELS:
         module = triton_kernels if hasattr(triton_kernels, name) else attention_kernels
         kernel = getattr(module, name)
         monkeypatch.setattr(module, name, _Counted(kernel, name, launched))
@@ -227,3 +230,67 @@ def test_the_kernels_under_tritons_interpreter_give_the_autograd_results():
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert "do not run on cpu" not in p.stdout, p.stdout[-3000:]  # no kernel test skipped for want of the kernels
     assert int(re.search(r"(\d+) passed", p.stdout).group(1)) >= 15, p.stdout[-1000:]
+
+
+class _Recorded:
+    """Stands for a Triton kernel: kernel[grid](…) records the launch's arguments and computes nothing."""
+
+    def __init__(self, kernel, launches):
+        self.kernel, self.launches = kernel, launches
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launches.append((self.kernel, args, kwargs))
+
+
+def _signature(kernel, args, kwargs):
+    """Triton's signature and constants of one launch: pointers by dtype, integers i32, constexprs by value."""
+    types = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.uint8: "*u8"}
+    signature, constants = {}, {}
+    for i, p in enumerate(kernel.params):
+        value = args[i] if i < len(args) else kwargs[p.name]
+        if p.is_constexpr:
+            signature[p.name], constants[p.name] = "constexpr", value
+        elif isinstance(value, torch.Tensor):
+            signature[p.name] = types[value.dtype]
+        else:
+            assert isinstance(value, int) and abs(value) < 2**31, (p.name, value)
+            signature[p.name] = "i32"
+    return signature, constants, kwargs.get("num_warps", 4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lp", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_the_kernels_compile_for_a_hopper_gpu(lp, monkeypatch):
+    """Where Triton is installed, no GPU needed: every kernel of the decoder recurrence's forward and backward pass,
+    with the arguments and tile sizes of its launches at the paper's sizes (n = n' = 1000, ctx = 2000, 80 rows of
+    50 words; RNNsearch and RNNencdec), compiled to machine code for an H100 (sm_90, Triton's own ptxas). Triton's interpreter runs what a
+    GPU's compiler may refuse (a block shape, a dot's operands, a construct); this catches it before a GPU run."""
+    if triton_kernels.triton is None:
+        pytest.skip("Triton is not installed (`pip install triton` compiles the kernels here for a GPU)")
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("under Triton's interpreter the kernels are not compiled")
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    launches = []
+    for name in _RECURRENCE_KERNELS:
+        module = triton_kernels if hasattr(triton_kernels, name) else attention_kernels
+        monkeypatch.setattr(module, name, _Recorded(getattr(module, name), launches))
+    for attn in (True, False):  # RNNsearch, RNNencdec
+        inputs = _recurrence_inputs("cpu", attn, B=80, Tx=50, Ty=3, n=1000, na=1000)
+        out = fused_gpu.DeepOutputKernels.apply(*inputs, lp)
+        sum(o.sum() for o in (out if attn else (out,))).backward()
+    target = GPUTarget("cuda", 90, 32)
+    backend = triton.compiler.make_backend(target)
+    compiled = set()
+    for kernel, args, kwargs in launches:
+        signature, constants, num_warps = _signature(kernel, args, kwargs)
+        key = (kernel.__name__, tuple(signature.items()), tuple(constants.items()))
+        if key in compiled:
+            continue
+        options = backend.parse_options({"num_warps": num_warps})
+        source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constants)
+        binary = triton.compile(source, target=target, options=options.__dict__)
+        assert binary.asm.get("cubin"), kernel.__name__
+        compiled.add(key)
+    assert {k[0] for k in compiled} == set(_RECURRENCE_KERNELS)
