@@ -43,18 +43,23 @@ def test_the_recurrences_run_the_kernels_where_they_can(name, device, monkeypatc
     assert calls == ["EncoderKernels", "DeepOutputKernels"]
 
 
-def _recurrence_inputs(device, attn, B=37, Tx=9, Ty=6, n=40, na=24, seed=0):
+def _recurrence_inputs(device, attn, B=37, Tx=9, Ty=6, n=72, na=80, seed=0):
     """Random inputs of the deep-output recurrence at sizes that are not whole tiles of the step kernels (37 rows:
-    two blocks of 32, the second mostly outside; n = 40: a block of 32 columns and a part), rows of 1 to Tx words."""
+    two blocks of 32, the second mostly outside; n = 72, n' = 80 and ctx = 144 over blocks of 64 columns, the last
+    partly outside), rows of 1 to Tx words. Weights of a trained model's scale (1/√fan-in: a stable recurrence)."""
     g = torch.Generator().manual_seed(seed)
-    r = lambda *shape: (0.5 * torch.randn(*shape, generator=g)).to(device).requires_grad_()  # noqa: E731
-    X, s0, U_zr, U = r(B, Ty, 3 * n), r(B, n), r(2 * n, n), r(n, n)
+
+    def r(*shape, scale=0.5):
+        return (scale * torch.randn(*shape, generator=g)).to(device).requires_grad_()
+
+    X, s0, U_zr, U = r(B, Ty, 3 * n), r(B, n), r(2 * n, n, scale=n**-0.5), r(n, n, scale=n**-0.5)
     if not attn:
         return X, s0, None, None, None, None, None, None, U_zr, U
     lengths = torch.randint(1, Tx + 1, (B,), generator=g)
     lengths[0] = Tx
     mask = (torch.arange(Tx)[None, :] < lengths[:, None]).to(device)
-    return X, s0, r(B, Tx, 2 * n), r(B, Tx, na), mask, r(na, n), r(1, na), r(3 * n, 2 * n), U_zr, U
+    h, keys, W_a = r(B, Tx, 2 * n), r(B, Tx, na), r(na, n, scale=n**-0.5)
+    return X, s0, h, keys, mask, W_a, r(1, na, scale=na**-0.5), r(3 * n, 2 * n, scale=(2 * n) ** -0.5), U_zr, U
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -79,7 +84,7 @@ def test_the_step_kernels_at_sizes_that_are_not_whole_tiles(device, attn, lp):
     for ours, theirs in zip(*results):
         assert ours.abs().sum() > 0
         scale = theirs.abs().max().item()
-        assert (ours - theirs).abs().max().item() <= (1e-5 if lp == torch.float32 else 3e-2) * max(scale, 1.0)
+        assert (ours - theirs).abs().max().item() <= (1e-5 if lp == torch.float32 else 1.5e-2) * max(scale, 1.0)
 
 
 _RECURRENCE_KERNELS = ("_query_energies", "_align", "_gru_gates", "_gru_state", "_gru_grad_gates", "_gru_grad_reset",

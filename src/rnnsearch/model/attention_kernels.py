@@ -173,7 +173,7 @@ def attend_backward(DC, DXL, C_w, GC, Q, K, A, H, V, DE, DQ_lp):
     B, Tx, NA = K.shape
     CTX = H.size(2)
     BT, BN, _ = _tile(Tx, NA, CTX)
-    grid, tiles = _grid(B, CTX, 64)
+    grid, tiles = _grid(B, CTX)
     DAP = A.new_empty(B, grid[1], BT)
     dxl, k3 = (DXL, C_w.size(0)) if DXL is not None else (C_w, 0)  # no product: any pointer of its dtype
     _context_grad[grid](DC, DC.stride(0), dxl, dxl.stride(0), k3, C_w, GC, GC.stride(0), H, DAP, B, Tx, CTX, **tiles,

@@ -225,11 +225,13 @@ if triton is not None:
         tl.store(DH_out + (d * rows + b) * N + cols, gh * z, mask=ok)
 
 
-def _grid(B: int, N: int, BN: int = 32) -> tuple[tuple[int, int], dict]:
-    """The grid and tiles of a step's product with its element-wise work, (B, N) the result's shape: blocks of 16
-    rows (32 from 32) and BN columns, 64 of the inner dimension (not yet tuned on a GPU)."""
+def _grid(B: int, N: int) -> tuple[tuple[int, int], dict]:
+    """The grid and tiles of a step's product with its element-wise work, (B, N) the result's shape: blocks of 32
+    rows (16 up to 16) and 64 columns, 64 of the inner dimension: the tile cuBLAS chose for the same products at
+    batch 80 (nvjet 64x32, in its column-major terms 64 of the result's columns by 32 rows;
+    docs/bench/gpu-h200-2026-11-28.json). Not yet timed on a GPU."""
     BM = 16 if B <= 16 else 32
-    return (triton.cdiv(B, BM), triton.cdiv(N, BN)), {"BM": BM, "BN": BN, "BK": 64}
+    return (triton.cdiv(B, BM), triton.cdiv(N, 64)), {"BM": BM, "BN": 64, "BK": 64}
 
 
 def precision(lp: torch.dtype) -> str:
