@@ -268,8 +268,9 @@ def _signature(kernel, args, kwargs):
 def test_the_kernels_compile_for_a_hopper_gpu(lp, monkeypatch):
     """Where Triton is installed, no GPU needed: every kernel of the decoder recurrence's forward and backward pass,
     with the arguments and tile sizes of its launches at the paper's sizes (n = n' = 1000, ctx = 2000, 80 rows of
-    50 words; RNNsearch and RNNencdec), compiled to machine code for an H100 (sm_90, Triton's own ptxas). Triton's interpreter runs what a
-    GPU's compiler may refuse (a block shape, a dot's operands, a construct); this catches it before a GPU run."""
+    50 words; RNNsearch and RNNencdec), compiled to machine code for an H100 (sm_90, Triton's own ptxas). Triton's
+    interpreter runs what a GPU's compiler may refuse (a block shape, a dot's operands of two dtypes in a loop that
+    never runs, a construct); this catches it before a GPU run."""
     if triton_kernels.triton is None:
         pytest.skip("Triton is not installed (`pip install triton` compiles the kernels here for a GPU)")
     if os.environ.get("TRITON_INTERPRET") == "1":
