@@ -8,9 +8,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from collections import Counter
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -117,33 +117,32 @@ def test_no_torch_operation_runs_per_step(device, monkeypatch):
     _needs_kernels(device)
     from rnnsearch.model.fused import _apply
 
-    launched = Counter()
-    for name in _RECURRENCE_KERNELS:
-        module = triton_kernels if hasattr(triton_kernels, name) else attention_kernels
-        kernel = getattr(module, name)
-        monkeypatch.setattr(module, name, _Counted(kernel, name, launched))
+    launches = _stand_in_for_the_kernels(monkeypatch, run=True)
     seen = []
     for Ty in (3, 9):
-        launched.clear()
+        launches.clear()
         inputs = _recurrence_inputs(device, True, B=5, Tx=7, Ty=Ty, n=16, na=16)
         with _Operations() as ops, torch.autocast(device, dtype=torch.bfloat16):
             out = _apply(fused_gpu.DeepOutputKernels, *inputs)
             sum(o.float().sum() for o in out).backward()
-        seen.append((ops.seen, sum(launched.values())))
+        seen.append((ops.seen, len(launches)))
     (few, k_few), (many, k_many) = seen
     assert few == many and few["mm"] <= 5, (few, many)
     assert k_many - k_few == 8 * 6
 
 
-class _Counted:
-    """A Triton kernel whose launches (kernel[grid](…)) are counted."""
+class _StandIn:
+    """Stands for a Triton kernel: kernel[grid](…) records the launch (kernel, args, kwargs) and, with `run`, runs it
+    (torch's operations of Triton's interpreter left out of `_Operations`' count)."""
 
-    def __init__(self, kernel, name, counter):
-        self.kernel, self.name, self.counter = kernel, name, counter
+    def __init__(self, kernel, launches: list, run: bool):
+        self.kernel, self.launches, self.run = kernel, launches, run
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
-            self.counter[self.name] += 1
+            self.launches.append((self.kernel, args, kwargs))
+            if not self.run:
+                return None
             _Operations.paused = True
             try:
                 return self.kernel[grid](*args, **kwargs)
@@ -151,6 +150,15 @@ class _Counted:
                 _Operations.paused = False
 
         return launch
+
+
+def _stand_in_for_the_kernels(monkeypatch, run: bool) -> list:
+    """Every kernel DeepOutputKernels launches replaced by a `_StandIn`; returns the list of their launches."""
+    launches = []
+    for name in _RECURRENCE_KERNELS:
+        module = triton_kernels if hasattr(triton_kernels, name) else attention_kernels
+        monkeypatch.setattr(module, name, _StandIn(getattr(module, name), launches, run))
+    return launches
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -237,16 +245,6 @@ def test_the_kernels_under_tritons_interpreter_give_the_autograd_results():
     assert int(re.search(r"(\d+) passed", p.stdout).group(1)) >= 15, p.stdout[-1000:]
 
 
-class _Recorded:
-    """Stands for a Triton kernel: kernel[grid](…) records the launch's arguments and computes nothing."""
-
-    def __init__(self, kernel, launches):
-        self.kernel, self.launches = kernel, launches
-
-    def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.launches.append((self.kernel, args, kwargs))
-
-
 def _signature(kernel, args, kwargs):
     """Triton's signature and constants of one launch: pointers by dtype, integers i32, constexprs by value."""
     types = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.uint8: "*u8"}
@@ -278,10 +276,7 @@ def test_the_kernels_compile_for_a_hopper_gpu(lp, monkeypatch):
     import triton
     from triton.backends.compiler import GPUTarget
 
-    launches = []
-    for name in _RECURRENCE_KERNELS:
-        module = triton_kernels if hasattr(triton_kernels, name) else attention_kernels
-        monkeypatch.setattr(module, name, _Recorded(getattr(module, name), launches))
+    launches = _stand_in_for_the_kernels(monkeypatch, run=False)  # recorded, not run
     for attn in (True, False):  # RNNsearch, RNNencdec
         inputs = _recurrence_inputs("cpu", attn, B=80, Tx=50, Ty=3, n=1000, na=1000)
         out = fused_gpu.DeepOutputKernels.apply(*inputs, lp)
