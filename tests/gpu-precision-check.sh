@@ -17,24 +17,6 @@ data=${1:?usage: bash tests/gpu-precision-check.sh DATA [OUT]}
 out=${2:-results/bench/gpu-precision}
 source tests/gpu-lib.sh
 
-rm -rf "$out/rehearse"
-step rehearse_bf16 540 python3 -m rnnsearch.cli rehearse --dev "$data/newstest2012" "$data/newstest2013" \
-    --test "$data/newstest2014" --out-dir "$out/rehearse" --millions 1 --updates 1500 --validations 3 \
-    --cores 16
-if [ -s "$out/rehearse/rehearsal.json" ]; then
-    cp "$out/rehearse/rehearsal.json" "$out/rehearsal-bf16.json"
-    python3 - "$out/rehearsal-bf16.json" <<'PY' || status=1
-import json, sys
-r = json.load(open(sys.argv[1]))
-p = r["projection"]
-for m, x in p["models"].items():
-    table2 = f"; at Table 2's {x['table2_updates']:,}: {x['table2_hours']} h" if "table2_hours" in x else ""
-    print(f"{m}: {x.get('updates_per_s')} updates/s, {x.get('hours')} h ({x.get('trains', x['budget'])} updates)"
-          f"{table2}")
-print(f"{r['machine'].get('gpu')}: {p['one_device_hours']} h on one GPU (goal 6), "
-      f"{p['one_model_per_device_hours']} h with one GPU per model; at Table 2's updates "
-      f"{p['table2_one_device_hours']} h and {p['table2_one_model_per_device_hours']} h")
-PY
-fi
+rehearse "$data" 540 --millions 1 --updates 1500 --validations 3
 pack
 exit $status

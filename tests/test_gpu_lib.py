@@ -1,0 +1,51 @@
+"""tests/gpu-lib.sh's time budget (BUDGET=<seconds>), which keeps tests/gpu-kernels-check.sh inside one device call:
+a step starts only with at least half its time limit left, runs for at most what is left, and a step cut or skipped
+for the budget is named without failing the script. Run here with a stand-in python3 on PATH that says it sees a
+GPU, so that the library starts on a machine without one."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(tmp_path: Path, budget: int | None, steps: str) -> subprocess.CompletedProcess:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text("#!/bin/sh\necho 'a stand-in GPU, torch 0, CUDA 0'\n")
+    (bin_dir / "python3").chmod(0o755)
+    given = f"BUDGET={budget}" if budget is not None else ""
+    script = f"out={tmp_path}/out\n{given}\nsource {REPO}/tests/gpu-lib.sh\n{steps}\nexit $status\n"
+    return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+
+
+def test_steps_share_the_budget(tmp_path: Path):
+    p = _run(tmp_path, 4, "step quick 3 true\nstep big 100 true\nstep long 8 sleep 30\nstep late 2 true")
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = tmp_path / "out"
+    assert (out / "quick.log").exists() and (out / "long.log").exists()
+    assert not (out / "big.log").exists() and not (out / "late.log").exists()
+    budget = (out / "budget.txt").read_text().splitlines()
+    assert re.search(r"big: skipped, [34] s left of BUDGET=4 \(its limit 100 s\)$", budget[0]), budget  # whole s
+    assert budget[1] == f"  long: cut at the end of BUDGET=4 s: {out}/long.log"  # after about 4 s, not 8 or 30
+    assert "late: skipped" in budget[2] and len(budget) == 3
+    assert "failed" not in p.stdout
+
+
+def test_a_failing_step_fails_the_script_within_the_budget(tmp_path: Path):
+    p = _run(tmp_path, 30, "step broken 10 false\nstep slow 2 sleep 30")
+    assert p.returncode == 1
+    assert "broken failed (exit 1" in p.stdout
+    assert "slow failed (exit 124; 124: over its 2 s)" in p.stdout  # its own limit, not the budget's end
+    assert (tmp_path / "out" / "budget.txt").read_text() == ""
+
+
+def test_without_a_budget_every_step_runs_to_its_own_limit(tmp_path: Path):
+    p = _run(tmp_path, None, "step big 100 true\nstep slow 1 sleep 30")
+    assert p.returncode == 1 and (tmp_path / "out" / "big.log").exists(), p.stdout
+    assert "slow failed (exit 124; 124: over its 1 s)" in p.stdout
+    assert (tmp_path / "out" / "budget.txt").read_text() == ""
