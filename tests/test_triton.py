@@ -87,8 +87,67 @@ def test_the_step_kernels_at_sizes_that_are_not_whole_tiles(device, attn, lp):
         assert (ours - theirs).abs().max().item() <= (1e-5 if lp == torch.float32 else 1.5e-2) * max(scale, 1.0)
 
 
+def _encoder_inputs(device, D, B=37, Tx=9, n=72, seed=0):
+    """EncoderKernels' inputs at sizes that are not whole tiles (37 rows, n = 72 over blocks of 64 columns), the
+    rows sorted longest first, of 1 to Tx words: fewer rows inside their sentence at each later step."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, Tx + 1, (B,), generator=g)
+    lengths[0] = Tx
+    lengths = lengths.sort(descending=True).values
+    active = [int((lengths > t).sum()) for t in range(Tx)]
+
+    def r(*shape, scale=0.5):
+        return (scale * torch.randn(*shape, generator=g)).to(device).requires_grad_()
+
+    return r(D, B, Tx, 3 * n), r(D, 3 * n, n, scale=n**-0.5), r(D, 3 * n), active, (lengths - 1).to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("D", [2, 1], ids=["bidirectional", "forward"])
+@pytest.mark.parametrize("lp", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_the_encoder_kernels_at_sizes_that_are_not_whole_tiles(device, D, lp):
+    """The GPU encoder (fused_gpu.EncoderKernels: each step's product W_h h and, backward, the next step's ∂L/∂g W_h
+    inside the step's kernel) against the CPU's (fused._EncoderGRU, checked against nn.GRU by test_fused.py), as the
+    decoder's above: both states and the gradients of XI, W_h and b_h, with fewer rows at each later step."""
+    _needs_kernels(device)
+    from rnnsearch.model.fused import _EncoderGRU
+
+    results = []
+    for function in (fused_gpu.EncoderKernels, _EncoderGRU):
+        XI, W_h, b_h, active, last = _encoder_inputs(device, D)
+        out = function.apply(XI, W_h, b_h, active, last, lp)
+        probe = torch.Generator().manual_seed(1)
+        sum((o * torch.randn(o.shape, generator=probe).to(device)).sum() for o in out).backward()
+        results.append([*out, XI.grad, W_h.grad, b_h.grad])
+    assert active[-1] < active[0]
+    for ours, theirs in zip(*results):
+        assert ours.abs().sum() > 0
+        scale = theirs.abs().max().item()
+        assert (ours - theirs).abs().max().item() <= (1e-5 if lp == torch.float32 else 1.5e-2) * max(scale, 1.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_torch_operation_runs_per_encoder_step(device, monkeypatch):
+    """The encoder's steps (every row for all Tx steps, as in a CUDA graph) run only their kernels: the same torch
+    operations at 3 source positions as at 9, and 2 more kernels per position (1 each way)."""
+    _needs_kernels(device)
+    launches = _stand_in_for_the_kernels(monkeypatch, run=True)
+    seen = []
+    for Tx in (3, 9):
+        launches.clear()
+        XI, W_h, b_h, _, last = _encoder_inputs(device, 2, B=5, Tx=Tx, n=16)
+        with _Operations() as ops:
+            out, final = fused_gpu.EncoderKernels.apply(XI, W_h, b_h, [5] * Tx, last, torch.bfloat16)
+            (out.sum() + final.sum()).backward()
+        seen.append((ops.seen, len(launches)))
+    (few, k_few), (many, k_many) = seen
+    assert few == many, (few, many)
+    assert k_many - k_few == 2 * 6
+
+
 _RECURRENCE_KERNELS = ("_query_energies", "_align", "_gru_gates", "_gru_state", "_gru_grad_gates", "_gru_grad_reset",
-                       "_context_grad", "_energy_grad", "_keys_grad")  # what DeepOutputKernels launches
+                       "_context_grad", "_energy_grad", "_keys_grad",  # what DeepOutputKernels launches
+                       "_encoder_forward", "_encoder_backward")  # and EncoderKernels
 
 
 class _Operations(TorchDispatchMode):
@@ -264,11 +323,11 @@ def _signature(kernel, args, kwargs):
 @pytest.mark.slow
 @pytest.mark.parametrize("lp", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_the_kernels_compile_for_a_hopper_gpu(lp, monkeypatch):
-    """Where Triton is installed, no GPU needed: every kernel of the decoder recurrence's forward and backward pass,
-    with the arguments and tile sizes of its launches at the paper's sizes (n = n' = 1000, ctx = 2000, 80 rows of
-    50 words; RNNsearch and RNNencdec), compiled to machine code for an H100 (sm_90, Triton's own ptxas). Triton's
-    interpreter runs what a GPU's compiler may refuse (a block shape, a dot's operands of two dtypes in a loop that
-    never runs, a construct); this catches it before a GPU run."""
+    """Where Triton is installed, no GPU needed: every kernel of the recurrences' forward and backward passes, with
+    the arguments and tile sizes of their launches at the paper's sizes (n = n' = 1000, ctx = 2000, 80 rows of 50
+    words; RNNsearch and RNNencdec; the encoder's both directions), compiled to machine code for an H100 (sm_90,
+    Triton's own ptxas). Triton's interpreter runs what a GPU's compiler may refuse (a block shape, a dot's operands
+    of two dtypes in a loop that never runs, a construct); this catches it before a GPU run."""
     if triton_kernels.triton is None:
         pytest.skip("Triton is not installed (`pip install triton` compiles the kernels here for a GPU)")
     if os.environ.get("TRITON_INTERPRET") == "1":
@@ -281,6 +340,8 @@ def test_the_kernels_compile_for_a_hopper_gpu(lp, monkeypatch):
         inputs = _recurrence_inputs("cpu", attn, B=80, Tx=50, Ty=3, n=1000, na=1000)
         out = fused_gpu.DeepOutputKernels.apply(*inputs, lp)
         sum(o.sum() for o in (out if attn else (out,))).backward()
+    XI, W_h, b_h, _, last = _encoder_inputs("cpu", 2, B=80, Tx=3, n=1000)  # every row: a CUDA graph's launches
+    sum(o.sum() for o in fused_gpu.EncoderKernels.apply(XI, W_h, b_h, [80] * 3, last, lp)).backward()
     target = GPUTarget("cuda", 90, 32)
     backend = triton.compiler.make_backend(target)
     compiled = set()

@@ -115,8 +115,8 @@ class DeepOutputKernels(torch.autograd.Function):
 
 class EncoderKernels(torch.autograd.Function):
     """`fused._EncoderGRU` (nn.GRU's equations, D directions at once, the rows inside their sentence a prefix of the
-    batch) with each step's element-wise work one kernel each way: 2 kernels per step forward (from 9) and 2
-    backward (from about 20), the batched product W_h h of both directions one of them."""
+    batch) in one kernel per step each way (from 9 forward and about 20 backward), each the step's product for both
+    directions (W_h h_{t−1}; backward, the next step's ∂L/∂g W_h) with the element-wise work on its result."""
 
     @staticmethod
     def forward(ctx, XI, W_h, b_h, active, last, lp):
@@ -125,14 +125,12 @@ class EncoderKernels(torch.autograd.Function):
         XI = XI.contiguous()
         OUT = XI.new_zeros(D, B, Tx, n)  # h_t; zero at padding
         RZ, Nt, Gn = XI.new_empty(D, B, Tx, 2 * n), XI.new_empty(D, B, Tx, n), XI.new_empty(D, B, Tx, n)
-        W_h_t, b_h = W_h.to(lp).transpose(1, 2), b_h.contiguous()  # (D, n, 3n)
+        W_lp, b_h = W_h.to(lp).contiguous(), b_h.contiguous()  # (D, 3n, n)
         h_lp = None
         for t, rows in enumerate(active):
-            G = torch.bmm(h_lp[:, :rows], W_h_t) if t else None  # (D, rows, 3n); h_0 = 0
-            H = OUT[:, :rows, t - 1] if t else None
             out_lp = XI.new_empty(D, rows, n, dtype=lp)
-            K.encoder_forward(XI[:, :rows, t], G, b_h, H, RZ[:, :rows, t], Nt[:, :rows, t], Gn[:, :rows, t],
-                              OUT[:, :rows, t], out_lp)
+            K.encoder_forward(XI[:, :rows, t], h_lp, W_lp, b_h, OUT[:, :rows, t - 1] if t else None, RZ[:, :rows, t],
+                              Nt[:, :rows, t], Gn[:, :rows, t], OUT[:, :rows, t], out_lp)
             h_lp = out_lp
         ctx.active, ctx.last, ctx.lp = active, last, lp
         ctx.save_for_backward(OUT, RZ, Nt, Gn, W_h)
@@ -146,14 +144,14 @@ class EncoderKernels(torch.autograd.Function):
         dOUT[:, torch.arange(B, device=OUT.device), ctx.last] += dH
         dG = OUT.new_zeros(D, B, Tx, 3 * n)  # ∂L/∂g (zero where a row was not computed)
         DAN = OUT.new_zeros(D, B, Tx, n)  # ∂L/∂a_n
-        W_lp = W_h.to(ctx.lp)  # (D, 3n, n)
-        DH1 = DH2 = None  # ∂L/∂h_t from step t + 1: DH1 + DH2
+        W_lp = W_h.to(ctx.lp).contiguous()  # (D, 3n, n)
+        DH1 = DGN = None  # from step t + 1: ∂L/∂h_t = DH1 + DGN W_h (in the next step's kernel)
         for t in reversed(range(len(ctx.active))):
             rows = ctx.active[t]
             dG_lp, DH_out = OUT.new_empty(D, rows, 3 * n, dtype=ctx.lp), OUT.new_empty(D, rows, n)
-            K.encoder_backward(dOUT[:, :rows, t], DH1, DH2, RZ[:, :rows, t], Nt[:, :rows, t], Gn[:, :rows, t],
+            K.encoder_backward(dOUT[:, :rows, t], DH1, DGN, W_lp, RZ[:, :rows, t], Nt[:, :rows, t], Gn[:, :rows, t],
                                OUT[:, :rows, t - 1] if t else None, dG[:, :rows, t], dG_lp, DAN[:, :rows, t], DH_out)
-            DH1, DH2 = DH_out, torch.bmm(dG_lp, W_lp)  # (D, rows, n)
+            DH1, DGN = DH_out, dG_lp
         dXI = torch.cat([dG[..., : 2 * n], DAN], dim=3)  # ∂L/∂[a_r; a_z; a_n]
         H_prev = torch.cat([OUT.new_zeros(D, B, 1, n), OUT[:, :, :-1]], dim=2)  # h_{t−1} per position
         dW_h = mm(dG.flatten(1, 2).transpose(1, 2), H_prev.flatten(1, 2), ctx.lp)  # (D, 3n, n)

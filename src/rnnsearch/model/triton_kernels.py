@@ -12,8 +12,8 @@ result) with the element-wise work that follows it:
     _gru_grad_gates    g = ∂L/∂s_i (the next position's [∂L/∂a_zr | ∂L/∂(W_a s_i)] [U_zr; W_a] added here);
                        ∂L/∂a_h = g ∘ z ∘ (1 − s̃²),  ∂L/∂a_z = g ∘ (s̃ − s) ∘ z(1 − z)
     _gru_grad_reset    ∂L/∂a_h U;  ∂L/∂a_r = it ∘ s ∘ r(1 − r),  ∂L/∂s_{i−1} but the product by [U_zr; W_a]
-    encoder_forward,   one step of nn.GRU's equations for both directions (its product W_h h beside it), and its
-    encoder_backward   backward pass
+    encoder_forward    W_h h_{t−1} for both directions; one step of nn.GRU's equations (r, z, ñ, h_t)
+    encoder_backward   the next step's ∂L/∂g W_h; the step's backward pass (∂L/∂g, ∂L/∂a_n, ∂L/∂h_t ∘ z)
 
 The products accumulate in float32 and are never rounded to the products' dtype (bf16 under autocast) before the
 element-wise work; every value is computed in float32, and each kernel also writes, where a product reads it next, a
@@ -34,7 +34,6 @@ try:
 except ImportError:  # the CPU wheel of torch comes without Triton: the kernels are for a GPU only
     triton = None
 
-BLOCK = 256  # columns of a state per program
 # Triton's interpreter multiplies bf16 operands of tl.dot as their raw bits (3.9): there the products' operands are
 # made float32 first, which gives what a GPU's bf16 tensor cores give (exact products, float32 sums)
 _UPCAST = os.environ.get("TRITON_INTERPRET") == "1"
@@ -75,6 +74,25 @@ if triton is not None:
         return acc
 
     @triton.jit
+    def _dot3(acc0, acc1, acc2, A, a_stride, rows, rok, W, w_k, w_n, part, cols, cok, K, BK: tl.constexpr,
+              PRECISION: tl.constexpr):
+        """`_dot` for the three parts of a weight at once (B_p[k, j] at W + p·part + k·w_k + j·w_n, p = 0, 1, 2):
+        A's tile read once for the three sums, each summed in the order `_dot` sums it."""
+        for k0 in range(0, K, BK):
+            ks = k0 + tl.arange(0, BK)
+            kok = ks < K
+            a = tl.load(A + rows[:, None] * a_stride + ks[None, :], mask=rok[:, None] & kok[None, :], other=0)
+            at, wok = W + ks[:, None] * w_k + cols[None, :] * w_n, kok[:, None] & cok[None, :]
+            w0, w1, w2 = tl.load(at, mask=wok, other=0), tl.load(at + part, mask=wok, other=0), \
+                tl.load(at + 2 * part, mask=wok, other=0)
+            if UPCAST:
+                a, w0, w1, w2 = a.to(tl.float32), w0.to(tl.float32), w1.to(tl.float32), w2.to(tl.float32)
+            acc0 = tl.dot(a, w0, acc0, input_precision=PRECISION)
+            acc1 = tl.dot(a, w1, acc1, input_precision=PRECISION)
+            acc2 = tl.dot(a, w2, acc2, input_precision=PRECISION)
+        return acc0, acc1, acc2
+
+    @triton.jit
     def _tile_of(B, N, BM: tl.constexpr, BN: tl.constexpr):
         """Program (row block, column block)'s rows and columns of a (B, N) result, and which are inside it."""
         rows = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -90,9 +108,8 @@ if triton is not None:
         U [r ∘ s_{i−1}])."""
         rows, cols, rok, cok = _tile_of(B, N, BM, BN)
         zero = tl.zeros([BM, BN], dtype=tl.float32)
-        a_h = _dot(zero, CC, cc_stride, rows, rok, C_w, 1, CTX, cols, cok, CTX, BK, PRECISION)
-        a_z = _dot(zero, CC, cc_stride, rows, rok, C_w + N * CTX, 1, CTX, cols, cok, CTX, BK, PRECISION)
-        a_r = _dot(zero, CC, cc_stride, rows, rok, C_w + 2 * N * CTX, 1, CTX, cols, cok, CTX, BK, PRECISION)
+        a_h, a_z, a_r = _dot3(zero, zero, zero, CC, cc_stride, rows, rok, C_w, 1, CTX, N * CTX, cols, cok, CTX, BK,
+                              PRECISION)
         a_z = _dot(a_z, SL, sl_stride, rows, rok, U_zr, 1, N, cols, cok, N, BK, PRECISION)
         a_r = _dot(a_r, SL, sl_stride, rows, rok, U_zr + N * N, 1, N, cols, cok, N, BK, PRECISION)
         ok, x = rok[:, None] & cok[None, :], X + rows[:, None] * x_stride + cols[None, :]
@@ -165,65 +182,79 @@ if triton is not None:
         tl.store(GOUT + at, tl.load(GOUT + at, mask=ok, other=0) + drs * r, mask=ok)
 
     @triton.jit
-    def _encoder_forward(XI, x_d, x_b, G, BH, H, h_d, h_b, RZ, rz_d, rz_b, NT, nt_d, nt_b, GN, OUT, o_d, o_b, OUT_lp,
-                         rows, N, HAS_H: tl.constexpr, BLOCK: tl.constexpr):
-        d, b = tl.program_id(0) // rows, tl.program_id(0) % rows
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        ok = cols < N
-        x, g, bh = XI + d * x_d + b * x_b + cols, G + (d * rows + b) * 3 * N + cols, BH + d * 3 * N + cols
-        g_r = tl.load(bh, mask=ok, other=0)
-        g_z = tl.load(bh + N, mask=ok, other=0)
-        g_n = tl.load(bh + 2 * N, mask=ok, other=0)
-        h = tl.zeros([BLOCK], dtype=tl.float32)
-        if HAS_H:
-            g_r += tl.load(g, mask=ok, other=0).to(tl.float32)
-            g_z += tl.load(g + N, mask=ok, other=0).to(tl.float32)
-            g_n += tl.load(g + 2 * N, mask=ok, other=0).to(tl.float32)
-            h = tl.load(H + d * h_d + b * h_b + cols, mask=ok, other=0)
-        r = tl.sigmoid(tl.load(x, mask=ok, other=0) + g_r)
-        z = tl.sigmoid(tl.load(x + N, mask=ok, other=0) + g_z)
-        n_tilde = _tanh(tl.load(x + 2 * N, mask=ok, other=0) + r * g_n)
-        out = n_tilde + z * (h - n_tilde)  # (1 − z) ∘ ñ + z ∘ h
-        tl.store(RZ + d * rz_d + b * rz_b + cols, r, mask=ok)
-        tl.store(RZ + d * rz_d + b * rz_b + N + cols, z, mask=ok)
-        tl.store(NT + d * nt_d + b * nt_b + cols, n_tilde, mask=ok)
-        tl.store(GN + d * nt_d + b * nt_b + cols, g_n, mask=ok)
-        tl.store(OUT + d * o_d + b * o_b + cols, out, mask=ok)
-        tl.store(OUT_lp + (d * rows + b) * N + cols, _to(out, OUT_lp), mask=ok)
+    def _encoder_tile(rows, N, BM: tl.constexpr, BN: tl.constexpr):
+        """Program (direction and block of rows, block of columns)'s direction d, rows and columns of a (D, rows, N)
+        result, and which are inside it."""
+        blocks = tl.cdiv(rows, BM)
+        rws = (tl.program_id(0) % blocks) * BM + tl.arange(0, BM)
+        cols = tl.program_id(1) * BN + tl.arange(0, BN)
+        return tl.program_id(0) // blocks, rws, cols, rws < rows, cols < N
 
     @triton.jit
-    def _encoder_backward(DOUT, o_d, o_b, DH1, DH2, rows_next, RZ, rz_d, rz_b, NT, nt_d, nt_b, GN, H, DG, dg_d, dg_b,
-                          DG_lp, DAN, DH_out, rows, N, HAS_DH: tl.constexpr, HAS_H: tl.constexpr,
-                          BLOCK: tl.constexpr):
-        d, b = tl.program_id(0) // rows, tl.program_id(0) % rows
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        ok = cols < N
-        gh = tl.load(DOUT + d * o_d + b * o_b + cols, mask=ok, other=0)
-        if HAS_DH:  # ∂L/∂h_t from step t + 1, for the rows active there
-            later = ok & (cols * 0 + b < rows_next)
-            gh += tl.load(DH1 + (d * rows_next + b) * N + cols, mask=later, other=0)
-            gh += tl.load(DH2 + (d * rows_next + b) * N + cols, mask=later, other=0).to(tl.float32)
-        r = tl.load(RZ + d * rz_d + b * rz_b + cols, mask=ok, other=0)
-        z = tl.load(RZ + d * rz_d + b * rz_b + N + cols, mask=ok, other=0)
-        n_tilde = tl.load(NT + d * nt_d + b * nt_b + cols, mask=ok, other=0)
-        g_n = tl.load(GN + d * nt_d + b * nt_b + cols, mask=ok, other=0)
-        h = tl.zeros([BLOCK], dtype=tl.float32)
+    def _encoder_forward(XI, x_d, x_b, HL, hl_d, W, BH, H, h_d, h_b, RZ, rz_d, rz_b, NT, nt_d, nt_b, GN, OUT, o_d, o_b,
+                         OUT_lp, rows, N, HAS_H: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                         PRECISION: tl.constexpr):
+        """g = W_h h_{t−1} + b_h (a product: HL (D, ≥rows, n) h_{t−1} in the products' dtype by W (D, 3n, n); none at
+        the first step, where h = 0), then r, z = σ(a_rz + g_rz) into RZ, ñ = tanh(a_n + r ∘ g_n) into NT, g_n into
+        GN and h_t = (1 − z) ∘ ñ + z ∘ h_{t−1} into OUT and OUT_lp (D, rows, n)."""
+        d, rws, cols, rok, cok = _encoder_tile(rows, N, BM, BN)
+        ok = rok[:, None] & cok[None, :]
+        zero = tl.zeros([BM, BN], dtype=tl.float32)
+        g_r, g_z, g_n, h = zero, zero, zero, zero
         if HAS_H:
-            h = tl.load(H + d * o_d + b * o_b + cols, mask=ok, other=0)
+            g_r, g_z, g_n = _dot3(zero, zero, zero, HL + d * hl_d, N, rws, rok, W + d * 3 * N * N, 1, N, N * N, cols,
+                                  cok, N, BK, PRECISION)
+            h = tl.load(H + d * h_d + rws[:, None] * h_b + cols[None, :], mask=ok, other=0)
+        bh, x = BH + d * 3 * N + cols, XI + d * x_d + rws[:, None] * x_b + cols[None, :]
+        r = tl.sigmoid(tl.load(x, mask=ok, other=0) + g_r + tl.load(bh, mask=cok, other=0)[None, :])
+        z = tl.sigmoid(tl.load(x + N, mask=ok, other=0) + g_z + tl.load(bh + N, mask=cok, other=0)[None, :])
+        g_n += tl.load(bh + 2 * N, mask=cok, other=0)[None, :]
+        n_tilde = _tanh(tl.load(x + 2 * N, mask=ok, other=0) + r * g_n)
+        out = n_tilde + z * (h - n_tilde)  # (1 − z) ∘ ñ + z ∘ h
+        rz, at = RZ + d * rz_d + rws[:, None] * rz_b + cols[None, :], d * nt_d + rws[:, None] * nt_b + cols[None, :]
+        tl.store(rz, r, mask=ok)
+        tl.store(rz + N, z, mask=ok)
+        tl.store(NT + at, n_tilde, mask=ok)
+        tl.store(GN + at, g_n, mask=ok)
+        tl.store(OUT + d * o_d + rws[:, None] * o_b + cols[None, :], out, mask=ok)
+        tl.store(OUT_lp + (d * rows + rws[:, None]) * N + cols[None, :], _to(out, OUT_lp), mask=ok)
+
+    @triton.jit
+    def _encoder_backward(DOUT, o_d, o_b, DH1, DGN, rows_next, W, K3, RZ, rz_d, rz_b, NT, nt_d, nt_b, GN, H, DG, dg_d,
+                          dg_b, DG_lp, DAN, DH_out, rows, N, HAS_H: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                          BK: tl.constexpr, PRECISION: tl.constexpr):
+        """∂L/∂h_t = DOUT + DH1 + DGN W_h, the last two from step t + 1 (DH1 (D, rows_next, n) its ∂L/∂h ∘ z, DGN
+        (D, rows_next, 3n) its ∂L/∂g in the products' dtype, a product by W (D, 3n, n); K3 = 0 and rows_next = 0 at
+        the last step: none), then ∂L/∂g into DG and DG_lp (D, rows, 3n), ∂L/∂a_n into DAN, ∂L/∂h_t ∘ z into DH_out
+        (D, rows, n). H: h_{t−1}, with DOUT's strides."""
+        d, rws, cols, rok, cok = _encoder_tile(rows, N, BM, BN)
+        later = rws < rows_next
+        gh = _dot(tl.zeros([BM, BN], dtype=tl.float32), DGN + d * rows_next * 3 * N, 3 * N, rws, later,
+                  W + d * 3 * N * N, N, 1, cols, cok, K3, BK, PRECISION)
+        ok, at_o = rok[:, None] & cok[None, :], d * o_d + rws[:, None] * o_b + cols[None, :]
+        gh += tl.load(DOUT + at_o, mask=ok, other=0)
+        gh += tl.load(DH1 + (d * rows_next + rws[:, None]) * N + cols[None, :], mask=later[:, None] & cok[None, :],
+                      other=0)
+        rz, at = RZ + d * rz_d + rws[:, None] * rz_b + cols[None, :], d * nt_d + rws[:, None] * nt_b + cols[None, :]
+        r, z = tl.load(rz, mask=ok, other=0), tl.load(rz + N, mask=ok, other=0)
+        n_tilde, g_n = tl.load(NT + at, mask=ok, other=0), tl.load(GN + at, mask=ok, other=0)
+        h = tl.zeros([BM, BN], dtype=tl.float32)
+        if HAS_H:
+            h = tl.load(H + at_o, mask=ok, other=0)
         da_n = gh * (1 - z) * (1 - n_tilde * n_tilde)  # through ñ
         dg_r = da_n * g_n * r * (1 - r)
         dg_z = gh * (h - n_tilde) * z * (1 - z)
         dg_n = da_n * r
-        dg, dg_lp = DG + d * dg_d + b * dg_b + cols, DG_lp + (d * rows + b) * 3 * N + cols
+        dg, dg_lp = DG + d * dg_d + rws[:, None] * dg_b + cols[None, :], DG_lp + (d * rows + rws[:, None]) * 3 * N + \
+            cols[None, :]
         tl.store(dg, dg_r, mask=ok)
         tl.store(dg + N, dg_z, mask=ok)
         tl.store(dg + 2 * N, dg_n, mask=ok)
         tl.store(dg_lp, _to(dg_r, DG_lp), mask=ok)
         tl.store(dg_lp + N, _to(dg_z, DG_lp), mask=ok)
         tl.store(dg_lp + 2 * N, _to(dg_n, DG_lp), mask=ok)
-        tl.store(DAN + d * nt_d + b * nt_b + cols, da_n, mask=ok)
-        tl.store(DH_out + (d * rows + b) * N + cols, gh * z, mask=ok)
-
+        tl.store(DAN + at, da_n, mask=ok)
+        tl.store(DH_out + (d * rows + rws[:, None]) * N + cols[None, :], gh * z, mask=ok)
 
 def _grid(B: int, N: int) -> tuple[tuple[int, int], dict]:
     """The grid and tiles of a step's product with its element-wise work, (B, N) the result's shape: blocks of 32
@@ -272,30 +303,37 @@ def gru_backward(G1, DP, W_g, ZR, St, S, DS, U, DX, DX_lp, G_out):
                           **tiles, PRECISION=prec)
 
 
-def encoder_forward(XI, G, b_h, H, RZ, Nt, Gn, OUT, OUT_lp):
-    """One step of both directions (`fused._EncoderGRU`'s equations) for the rows inside their sentence: XI (D, rows,
-    3n) W_i x + b_i, G (D, rows, 3n) W_h h (None at the first step, where h = 0), b_h (D, 3n), H (D, rows, n) h_{t−1}
-    → r and z into RZ, ñ into Nt, b_h + W_h h's third part into Gn, h_t into OUT and OUT_lp (D, rows, n)."""
+def encoder_forward(XI, H_lp, W, b_h, H, RZ, Nt, Gn, OUT, OUT_lp):
+    """One step of both directions (`fused._EncoderGRU`'s equations) for the rows inside their sentence, in one kernel,
+    the product W_h h inside it: XI (D, rows, 3n) W_i x + b_i; H_lp (D, ≥rows, n) h_{t−1} in the products' dtype and
+    H (D, rows, n) in float32, both None at the first step (h = 0); W (D, 3n, n) W_h in the products' dtype, b_h
+    (D, 3n) → r and z into RZ, ñ into Nt, g_n = (W_h h + b_h)'s third part into Gn, h_t into OUT and OUT_lp (D,
+    rows, n; its rows contiguous, as the next step reads it)."""
     D, rows, n3 = XI.shape
     N = n3 // 3
-    h, g = (H, G) if G is not None else (OUT, OUT_lp)
-    _encoder_forward[(D * rows, triton.cdiv(N, BLOCK))](
-        XI, XI.stride(0), XI.stride(1), g, b_h, h, h.stride(0), h.stride(1), RZ, RZ.stride(0), RZ.stride(1), Nt,
-        Nt.stride(0), Nt.stride(1), Gn, OUT, OUT.stride(0), OUT.stride(1), OUT_lp, rows, N, G is not None,
-        BLOCK=BLOCK)
+    grid, tiles = _grid(rows, N)
+    hl, h = (H_lp, H) if H is not None else (OUT_lp, OUT)
+    assert hl.stride(1) == N and OUT_lp.is_contiguous()
+    _encoder_forward[(D * grid[0], grid[1])](
+        XI, XI.stride(0), XI.stride(1), hl, hl.stride(0), W, b_h, h, h.stride(0), h.stride(1), RZ, RZ.stride(0),
+        RZ.stride(1), Nt, Nt.stride(0), Nt.stride(1), Gn, OUT, OUT.stride(0), OUT.stride(1), OUT_lp, rows, N,
+        H is not None, **tiles, PRECISION=precision(W.dtype))
 
 
-def encoder_backward(DOUT, DH1, DH2, RZ, Nt, Gn, H, DG, DG_lp, DAN, DH_out):
-    """The step's backward from ∂L/∂h_t = DOUT + DH1 + DH2 (the last two (D, rows_next, n) from step t + 1, or None):
-    ∂L/∂g into DG and DG_lp (D, rows, 3n), ∂L/∂a_n into DAN, and DH_out = ∂L/∂h_t ∘ z (D, rows, n), to which
-    DG_lp W_h adds the rest of ∂L/∂h_{t−1}. H: h_{t−1}, None at the first step. Nt and Gn share their strides."""
+def encoder_backward(DOUT, DH1, DGN, W, RZ, Nt, Gn, H, DG, DG_lp, DAN, DH_out):
+    """The step's backward pass in one kernel, from ∂L/∂h_t = DOUT + DH1 + DGN W_h (DH1 (D, rows_next, n) and DGN
+    (D, rows_next, 3n; the products' dtype) from step t + 1, or both None; W (D, 3n, n) W_h in that dtype): ∂L/∂g
+    into DG and DG_lp (D, rows, 3n, contiguous), ∂L/∂a_n into DAN, and DH_out = ∂L/∂h_t ∘ z (D, rows, n), the
+    element-wise part of ∂L/∂h_{t−1}. H: h_{t−1}, None at the first step. Nt and Gn share their strides."""
     D, rows, N = DOUT.shape
-    rows_next = DH1.size(1) if DH1 is not None else 0
+    rows_next, k3 = (DH1.size(1), 3 * N) if DH1 is not None else (0, 0)
+    grid, tiles = _grid(rows, N)
     h = H if H is not None else DOUT
-    _encoder_backward[(D * rows, triton.cdiv(N, BLOCK))](
-        DOUT, DOUT.stride(0), DOUT.stride(1), DH1 if DH1 is not None else DOUT, DH2 if DH2 is not None else DOUT,
-        rows_next, RZ, RZ.stride(0), RZ.stride(1), Nt, Nt.stride(0), Nt.stride(1), Gn, h, DG, DG.stride(0),
-        DG.stride(1), DG_lp, DAN, DH_out, rows, N, DH1 is not None, H is not None, BLOCK=BLOCK)
+    assert DG_lp.is_contiguous() and DH_out.is_contiguous() and (DGN is None or DGN.is_contiguous())
+    _encoder_backward[(D * grid[0], grid[1])](
+        DOUT, DOUT.stride(0), DOUT.stride(1), DH1 if DH1 is not None else DOUT, DGN if DGN is not None else DG_lp,
+        rows_next, W, k3, RZ, RZ.stride(0), RZ.stride(1), Nt, Nt.stride(0), Nt.stride(1), Gn, h, DG, DG.stride(0),
+        DG.stride(1), DG_lp, DAN, DH_out, rows, N, H is not None, **tiles, PRECISION=precision(W.dtype))
 
 
 def usable(x: torch.Tensor) -> bool:
