@@ -18,6 +18,7 @@
 #    update's time goes (bench-profile --graph: its kernels by name); TF32 at batch 80, bf16 at batch 320;
 # 5. on stdout a table: seconds per update, pairs/s, and against the goal of 10,000 pairs/s.
 # A step that would start with less than half its time limit left of BUDGET is skipped, saying so (gpu-lib.sh).
+# With PACK=<file.tgz>, OUT is packed into it after every step (of the rehearsal's workspace only its logs).
 # Wheels in .whl/ are installed first, as gpu-check.sh does. Exits non-zero when a test or a benchmark failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -24,9 +24,14 @@ print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.v
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 
 status=0
+[ -z "${PACK:-}" ] || PACK=$(realpath -m "$PACK")
 deadline=${BUDGET:+$((SECONDS + BUDGET))}
 : > "$out/budget.txt"
-pack() { if [ -n "${PACK:-}" ]; then tar czf "$PACK" -C "$out" . 2>/dev/null; fi; }
+pack() {  # OUT into PACK, of a rehearsal's workspace only its logs (its data and models are gigabytes)
+    [ -n "${PACK:-}" ] || return 0
+    (cd "$out" && tar czf "$PACK" --exclude=./rehearse . $(ls -d rehearse/snakemake.log rehearse/results/logs \
+        2>/dev/null)) 2>/dev/null
+}
 step() {  # step NAME SECONDS COMMAND...: the command's output in OUT/NAME.log
     local name=$1 limit=$2 rc left
     shift 2

@@ -12,13 +12,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _run(tmp_path: Path, budget: int | None, steps: str) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, budget: int | None, steps: str, before: str = "") -> subprocess.CompletedProcess:
+    """`steps` after sourcing gpu-lib.sh with OUT = tmp_path/out, BUDGET = `budget` and `before` (shell lines)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python3").write_text("#!/bin/sh\necho 'a stand-in GPU, torch 0, CUDA 0'\n")
     (bin_dir / "python3").chmod(0o755)
     given = f"BUDGET={budget}" if budget is not None else ""
-    script = f"out={tmp_path}/out\n{given}\nsource {REPO}/tests/gpu-lib.sh\n{steps}\nexit $status\n"
+    script = f"out={tmp_path}/out\n{given}\n{before}\nsource {REPO}/tests/gpu-lib.sh\n{steps}\nexit $status\n"
     return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
 
@@ -49,3 +50,16 @@ def test_without_a_budget_every_step_runs_to_its_own_limit(tmp_path: Path):
     assert p.returncode == 1 and (tmp_path / "out" / "big.log").exists(), p.stdout
     assert "slow failed (exit 124; 124: over its 1 s)" in p.stdout
     assert (tmp_path / "out" / "budget.txt").read_text() == ""
+
+
+def test_pack_keeps_a_rehearsals_logs_not_its_data(tmp_path: Path):
+    """PACK=<file.tgz> (a device call returns a few files): OUT after every step, of a rehearsal's workspace only
+    snakemake.log and the jobs' logs."""
+    steps = ('mkdir -p "$out/rehearse/results/logs/train" "$out/rehearse/data"\n'
+             'touch "$out/rehearse/snakemake.log" "$out/rehearse/results/logs/train/a.log" "$out/rehearse/data/train.en"'
+             '\nstep done 5 true')
+    p = _run(tmp_path, None, steps, before="PACK=out.tgz")  # relative to where the script started
+    assert p.returncode == 0, p.stdout + p.stderr
+    names = subprocess.run(["tar", "tzf", str(tmp_path / "out.tgz")], capture_output=True, text=True).stdout.split()
+    assert {"./done.log", "./device.txt", "rehearse/snakemake.log", "rehearse/results/logs/train/a.log"} <= set(names)
+    assert not [n for n in names if "data" in n], names
