@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The recurrence kernels' GPU check (model/triton_kernels.py, attention_kernels.py, fused_gpu.py) and issue #72's two
-# goals, on a machine with one CUDA GPU and a CUDA build of PyTorch, from anywhere in the repository, in one call of
-# at most BUDGET seconds (default 540: a device call of 10 minutes with a minute to spare):
+# The recurrence kernels' GPU check (model/triton_kernels.py, attention_kernels.py, fused_gpu.py) and the two
+# training-speed goals, on a machine with one CUDA GPU and a CUDA build of PyTorch, from anywhere in the repository,
+# in one call of at most BUDGET seconds (default 540: a device call of 10 minutes with a minute to spare):
 #
 #     DATA=<folder of newstest2012/13/14.{en,fr}> BASE=<src/ of another commit> bash tests/gpu-kernels-check.sh [OUT]
 #     # OUT: where the logs and JSON go (default results/bench/gpu-kernels); DATA and BASE may be left out
