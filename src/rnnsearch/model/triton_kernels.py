@@ -256,13 +256,15 @@ if triton is not None:
         tl.store(DAN + at, da_n, mask=ok)
         tl.store(DH_out + (d * rows + rws[:, None]) * N + cols[None, :], gh * z, mask=ok)
 
-def _grid(B: int, N: int) -> tuple[tuple[int, int], dict]:
-    """The grid and tiles of a step's product with its element-wise work, (B, N) the result's shape: blocks of 32
-    rows (16 up to 16) and 64 columns, 64 of the inner dimension: the tile cuBLAS chose for the same products at
+
+def _grid(B: int, N: int, lp: torch.dtype) -> tuple[tuple[int, int], dict]:
+    """The grid and tiles of a step's product with its element-wise work, (B, N) the result's shape, lp its
+    operands' dtype: blocks of 32 rows (16 up to 16) and 64 columns, the tile cuBLAS chose for the same products at
     batch 80 (nvjet 64x32, in its column-major terms 64 of the result's columns by 32 rows;
-    docs/bench/gpu-h200-2026-11-28.json). Not yet timed on a GPU."""
+    docs/bench/gpu-h200-2026-11-28.json), and 128 bytes of the inner dimension (64 bf16 or 32 float32 values: at 64
+    float32 ones _gru_gates spilled 1.1 KB a thread to local memory, compiled for sm_90). Not yet timed on a GPU."""
     BM = 16 if B <= 16 else 32
-    return (triton.cdiv(B, BM), triton.cdiv(N, 64)), {"BM": BM, "BN": 64, "BK": 64}
+    return (triton.cdiv(B, BM), triton.cdiv(N, 64)), {"BM": BM, "BN": 64, "BK": 128 // lp.itemsize}
 
 
 def precision(lp: torch.dtype) -> str:
@@ -277,7 +279,7 @@ def gru_forward(X, C_lp, C_w, S_lp, U_zr, U, S, ZR, RS_lp, St, S_next, S_next_lp
     s_{i−1} and S_lp its copy in the products' dtype; U_zr (2n, n) and U (n, n) in that dtype. Gates into ZR,
     r ∘ s into RS_lp (the products' dtype), s̃ into St, s_i into S_next and S_next_lp."""
     B, N = S.shape
-    grid, tiles = _grid(B, N)
+    grid, tiles = _grid(B, N, U.dtype)
     ctx, cc, cw = (C_lp.size(1), C_lp, C_w) if C_lp is not None else (0, S_lp, U)
     prec = precision(U.dtype)
     _gru_gates[grid](X, X.stride(0), cc, cc.stride(0), cw, ctx, S_lp, S_lp.stride(0), U_zr, S, S.stride(0), ZR,
@@ -292,7 +294,7 @@ def gru_backward(G1, DP, W_g, ZR, St, S, DS, U, DX, DX_lp, G_out):
     dtype): ∂L/∂[a_h | a_z | a_r] into DX (B, 3n) and DX_lp (B, 3n + n'; another tensor than DP), and into G_out
     ∂L/∂s_{i−1} through the step plus DS (B, n), all but its product by U_zr and W_a (the next call's)."""
     B, N = S.shape
-    grid, tiles = _grid(B, N)
+    grid, tiles = _grid(B, N, U.dtype)
     prec = precision(U.dtype)
     dp, k = (DP, W_g.size(0)) if DP is not None else (DX_lp, 0)
     assert dp.stride(0) == DX_lp.stride(0)
@@ -311,7 +313,7 @@ def encoder_forward(XI, H_lp, W, b_h, H, RZ, Nt, Gn, OUT, OUT_lp):
     rows, n; its rows contiguous, as the next step reads it)."""
     D, rows, n3 = XI.shape
     N = n3 // 3
-    grid, tiles = _grid(rows, N)
+    grid, tiles = _grid(rows, N, W.dtype)
     hl, h = (H_lp, H) if H is not None else (OUT_lp, OUT)
     assert hl.stride(1) == N and OUT_lp.is_contiguous()
     _encoder_forward[(D * grid[0], grid[1])](
@@ -327,7 +329,7 @@ def encoder_backward(DOUT, DH1, DGN, W, RZ, Nt, Gn, H, DG, DG_lp, DAN, DH_out):
     element-wise part of ∂L/∂h_{t−1}. H: h_{t−1}, None at the first step. Nt and Gn share their strides."""
     D, rows, N = DOUT.shape
     rows_next, k3 = (DH1.size(1), 3 * N) if DH1 is not None else (0, 0)
-    grid, tiles = _grid(rows, N)
+    grid, tiles = _grid(rows, N, W.dtype)
     h = H if H is not None else DOUT
     assert DG_lp.is_contiguous() and DH_out.is_contiguous() and (DGN is None or DGN.is_contiguous())
     _encoder_backward[(D * grid[0], grid[1])](
