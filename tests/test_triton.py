@@ -322,13 +322,14 @@ def _signature(kernel, args, kwargs):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lp", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("lp", ["fp32", "tf32", "bf16"])
 def test_the_kernels_compile_for_a_hopper_gpu(lp, monkeypatch):
     """Where Triton is installed, no GPU needed: every kernel of the recurrences' forward and backward passes, with
     the arguments and tile sizes of their launches at the paper's sizes (n = n' = 1000, ctx = 2000, 80 rows of 50
-    words; RNNsearch and RNNencdec; the encoder's both directions), compiled to machine code for an H100 (sm_90,
-    Triton's own ptxas). Triton's interpreter runs what a GPU's compiler may refuse (a block shape, a dot's operands
-    of two dtypes in a loop that never runs, a construct); this catches it before a GPU run."""
+    words; RNNsearch and RNNencdec; the encoder's both directions; float32 products in full precision and on TF32
+    tensor cores, bf16 ones), compiled to machine code for an H100 (sm_90, Triton's own ptxas). Triton's interpreter
+    runs what a GPU's compiler may refuse (a block shape, a dot's operands of two dtypes in a loop that never runs, a
+    construct); this catches it before a GPU run."""
     if triton_kernels.triton is None:
         pytest.skip("Triton is not installed (`pip install triton` compiles the kernels here for a GPU)")
     if os.environ.get("TRITON_INTERPRET") == "1":
@@ -337,12 +338,17 @@ def test_the_kernels_compile_for_a_hopper_gpu(lp, monkeypatch):
     from triton.backends.compiler import GPUTarget
 
     launches = _stand_in_for_the_kernels(monkeypatch, run=False)  # recorded, not run
-    for attn, Tx in ((True, 50), (True, 30), (True, 12), (False, 50)):  # RNNsearch's tiles of 64, 32, 16 positions
-        inputs = _recurrence_inputs("cpu", attn, B=80, Tx=Tx, Ty=3, n=1000, na=1000)
-        out = fused_gpu.DeepOutputKernels.apply(*inputs, lp)
-        sum(o.sum() for o in (out if attn else (out,))).backward()
-    XI, W_h, b_h, _, last = _encoder_inputs("cpu", 2, B=80, Tx=3, n=1000)  # every row: a CUDA graph's launches
-    sum(o.sum() for o in fused_gpu.EncoderKernels.apply(XI, W_h, b_h, [80] * 3, last, lp)).backward()
+    tf32, torch.backends.cuda.matmul.allow_tf32 = torch.backends.cuda.matmul.allow_tf32, lp == "tf32"  # bench-train's
+    wanted, lp = "tf32" if lp == "tf32" else "ieee", torch.bfloat16 if lp == "bf16" else torch.float32
+    try:
+        for attn, Tx in ((True, 50), (True, 30), (True, 12), (False, 50)):  # RNNsearch's tiles of 64, 32, 16 words
+            inputs = _recurrence_inputs("cpu", attn, B=80, Tx=Tx, Ty=3, n=1000, na=1000)
+            out = fused_gpu.DeepOutputKernels.apply(*inputs, lp)
+            sum(o.sum() for o in (out if attn else (out,))).backward()
+        XI, W_h, b_h, _, last = _encoder_inputs("cpu", 2, B=80, Tx=3, n=1000)  # every row, as in a CUDA graph
+        sum(o.sum() for o in fused_gpu.EncoderKernels.apply(XI, W_h, b_h, [80] * 3, last, lp)).backward()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
     target = GPUTarget("cuda", 90, 32)
     backend = triton.compiler.make_backend(target)
     compiled, spilled = set(), {}
@@ -358,6 +364,7 @@ def test_the_kernels_compile_for_a_hopper_gpu(lp, monkeypatch):
         compiled.add(key)
         spilled[kernel.__name__, tuple(constants.items())] = _spill_stores(binary.asm["ptx"])
     assert {k[0] for k in compiled} == set(_RECURRENCE_KERNELS)
+    assert {v for k in compiled for name, v in k[2] if name == "PRECISION"} == {wanted}
     # none spills its registers to local memory beyond a few values (_energy_grad spilled 19.7 KB a thread)
     assert not {k: v for k, v in spilled.items() if v > 256}, spilled
 
