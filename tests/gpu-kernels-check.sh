@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The recurrence kernels' GPU check (model/triton_kernels.py, attention_kernels.py, fused_gpu.py) and the two
-# training-speed goals, on a machine with one CUDA GPU and a CUDA build of PyTorch, from anywhere in the repository,
-# in one call of at most BUDGET seconds (default 540: a device call of 10 minutes with a minute to spare):
+# The recurrence kernels' GPU check (model/triton_kernels.py, attention_kernels.py, fused_gpu.py) and the speed
+# goals of training and decoding, on a machine with one CUDA GPU and a CUDA build of PyTorch, from anywhere in the
+# repository, in one call of at most BUDGET seconds (default 540: a device call of 10 minutes with a minute to
+# spare):
 #
 #     DATA=<folder of newstest2012/13/14.{en,fr}> BASE=<src/ of another commit> bash tests/gpu-kernels-check.sh [OUT]
 #     # OUT: where the logs and JSON go (default results/bench/gpu-kernels); DATA and BASE may be left out
@@ -14,9 +15,11 @@
 # 3. with DATA, `rnnsearch rehearse` of paper.yaml's five trainings in bf16 (gpu-precision-check.sh's, smaller:
 #    250,000 generated pairs, 1,000 updates and 2 validations a model) and the projection of Table 1's five
 #    trainings from their rates at real lengths: the goal of 6 hours on one GPU;
-# 4. with BASE, bf16 at batch 80 of that code too (the before of a before-and-after); where the graphed bf16
+# 4. with DATA, beam-12 decoding of newstest2014 (bench-search, TF32; with BASE that code's too): the goal of
+#    decoding no slower (the kernels are the training's);
+# 5. with BASE, bf16 at batch 80 of that code too (the before of a before-and-after); where the graphed bf16
 #    update's time goes (bench-profile --graph: its kernels by name); TF32 at batch 80, bf16 at batch 320;
-# 5. on stdout a table: seconds per update, pairs/s, and against the goal of 10,000 pairs/s.
+# 6. on stdout a table: seconds per update, pairs/s, and against the goal of 10,000 pairs/s.
 # A step that would start with less than half its time limit left of BUDGET is skipped, saying so (gpu-lib.sh).
 # With PACK=<file.tgz>, OUT is packed into it after every step (of the rehearsal's workspace only its logs).
 # Wheels in .whl/ are installed first, as gpu-check.sh does. Exits non-zero when a test or a benchmark failed.
@@ -39,6 +42,22 @@ if [ -n "${DATA:-}" ]; then
 else
     echo "rehearsal: skipped (DATA not set)"
 fi
+search() {  # search TAG SRC: beam-12 decoding of newstest2014 (bench-search), the code of SRC
+    step "$1" 90 env PYTHONPATH="$2:${PYTHONPATH#*:}" python3 -m rnnsearch.cli bench-search --arch rnnsearch \
+        --size paper --src "$out/newstest2014.tok.en" --ref "$out/newstest2014.tok.fr" --beams 12 --batch 80 \
+        --threads 4 --device cuda --precision tf32 --out "$out/$1.json"
+}
+if [ -n "${DATA:-}" ]; then
+    step tokenize_newstest2014 60 python3 -c 'import sys
+from rnnsearch.data.text import tokenize_lines
+for lang in ("en", "fr"):
+    lines = open(f"{sys.argv[1]}/newstest2014.{lang}", encoding="utf-8").read().splitlines()
+    with open(f"{sys.argv[2]}/newstest2014.tok.{lang}", "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in tokenize_lines(lines, lang)))
+' "$DATA" "$out"
+    search search_rnnsearch "$PWD/src"
+    if [ -n "${BASE:-}" ]; then search base_search_rnnsearch "$(cd "$BASE" && pwd)"; fi
+fi
 if [ -n "${BASE:-}" ]; then
     train base_train_bf16_b80_graph bf16 80 "$(cd "$BASE" && pwd)"
 fi
@@ -54,6 +73,9 @@ for f in sorted(out.glob("*train_*.json")):
     r = json.loads(f.read_text())
     print(f"{f.stem:28} {r['seconds_per_update']:.4f} s/update  {r['sentences_per_s']:9.1f} pairs/s  "
           f"utilisation {r['utilisation']:.3f}  graph vs eager {r['graph_relative_update_difference']:.2g}")
+for f in sorted(out.glob("*search_rnnsearch.json")):
+    r = json.loads(f.read_text())
+    print(f"{f.stem:28} " + ", ".join(f"beam {x['beam']}: {x['sentences_per_s']:.1f} sentences/s" for x in r["runs"]))
 p = out / "profile_bf16_b80_graph.json"
 if p.exists():
     r = json.loads(p.read_text())
