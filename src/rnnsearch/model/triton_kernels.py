@@ -261,10 +261,11 @@ def _grid(B: int, N: int, lp: torch.dtype) -> tuple[tuple[int, int], dict]:
     """The grid and tiles of a step's product with its element-wise work, (B, N) the result's shape, lp its
     operands' dtype: blocks of 32 rows (16 up to 16) and 64 columns, the tile cuBLAS chose for the same products at
     batch 80 (nvjet 64x32, in its column-major terms 64 of the result's columns by 32 rows;
-    docs/bench/gpu-h200-2026-11-28.json), and 128 bytes of the inner dimension (64 bf16 or 32 float32 values: at 64
-    float32 ones _gru_gates spilled 1.1 KB a thread to local memory, compiled for sm_90). Not yet timed on a GPU."""
+    docs/bench/gpu-h200-2026-11-28.json), and 64 of the inner dimension in bf16, 16 in float32 (compiled for sm_90,
+    _gru_gates spilled 1.1 KB a thread to local memory at 64 float32 values, 316 bytes at 32 with Triton 3.6, the
+    GPU image's; none at 16). Not yet timed on a GPU."""
     BM = 16 if B <= 16 else 32
-    return (triton.cdiv(B, BM), triton.cdiv(N, 64)), {"BM": BM, "BN": 64, "BK": 128 // lp.itemsize}
+    return (triton.cdiv(B, BM), triton.cdiv(N, 64)), {"BM": BM, "BN": 64, "BK": 64 if lp.itemsize == 2 else 16}
 
 
 def precision(lp: torch.dtype) -> str:
