@@ -17,7 +17,7 @@ is float32. Every value is computed in float32.
 
 from __future__ import annotations
 
-from rnnsearch.model.triton_kernels import _grid, _pow2, precision, triton
+from rnnsearch.model.triton_kernels import _grid, _pow2, triton
 
 TC = 4  # source positions of a (rows, positions, columns) block in the kernels that follow a product
 
@@ -162,7 +162,7 @@ def attend_forward(SL, W_a, Q, K, V, H, M, A, Cc, C_lp):
     grid, tiles = _grid(B, NA, W_a.dtype)
     EP = A.new_empty(B, grid[1], BT)
     _query_energies[grid](SL, SL.stride(0), W_a, SL.size(1), Q, Q.stride(0), K, V, EP, B, Tx, NA, **tiles, BT=BT,
-                          TC=TC, PRECISION=precision(W_a.dtype))
+                          TC=TC)
     _align[(B, triton.cdiv(CTX, BC))](EP, grid[1], M, A, A.stride(0), H, Cc, Cc.stride(0), C_lp, C_lp.stride(0), Tx,
                                       CTX, BT=BT, BC=BC, num_warps=4)
 
@@ -179,7 +179,7 @@ def attend_backward(DC, DXL, C_w, GC, Q, K, A, H, V, DE, DQ_lp):
     DAP = A.new_empty(B, grid[1], BT)
     dxl, k3 = (DXL, C_w.size(0)) if DXL is not None else (C_w, 0)  # no product: any pointer of its dtype
     _context_grad[grid](DC, DC.stride(0), dxl, dxl.stride(0), k3, C_w, GC, GC.stride(0), H, DAP, B, Tx, CTX, **tiles,
-                        BT=BT, TC=TC, PRECISION=precision(C_w.dtype))
+                        BT=BT, TC=TC)
     _energy_grad[(B, triton.cdiv(NA, BN))](DAP, grid[1], A, A.stride(0), Q, Q.stride(0), K, V, DE, DE.stride(0), DQ_lp,
                                            DQ_lp.stride(0), Tx, NA, BT=BT, BN=BN, num_warps=4)
 

@@ -258,14 +258,15 @@ if triton is not None:
 
 
 def _grid(B: int, N: int, lp: torch.dtype) -> tuple[tuple[int, int], dict]:
-    """The grid and tiles of a step's product with its element-wise work, (B, N) the result's shape, lp its
-    operands' dtype: blocks of 32 rows (16 up to 16) and 64 columns, the tile cuBLAS chose for the same products at
+    """The grid, tiles and tl.dot's PRECISION of a step's product with its element-wise work, (B, N) the result's
+    shape, lp its operands' dtype: blocks of 32 rows (16 up to 16) and 64 columns, the tile cuBLAS chose for the same products at
     batch 80 (nvjet 64x32, in its column-major terms 64 of the result's columns by 32 rows;
     docs/bench/gpu-h200-2026-11-28.json), and 64 of the inner dimension in bf16, 16 in float32 (compiled for sm_90,
     _gru_gates spilled 1.1 KB a thread to local memory at 64 float32 values, 316 bytes at 32 with Triton 3.6, the
     GPU image's; none at 16). Not yet timed on a GPU."""
     BM = 16 if B <= 16 else 32
-    return (triton.cdiv(B, BM), triton.cdiv(N, 64)), {"BM": BM, "BN": 64, "BK": 64 if lp.itemsize == 2 else 16}
+    tiles = {"BM": BM, "BN": 64, "BK": 64 if lp.itemsize == 2 else 16, "PRECISION": precision(lp)}
+    return (triton.cdiv(B, BM), triton.cdiv(N, 64)), tiles
 
 
 def precision(lp: torch.dtype) -> str:
@@ -282,11 +283,10 @@ def gru_forward(X, C_lp, C_w, S_lp, U_zr, U, S, ZR, RS_lp, St, S_next, S_next_lp
     B, N = S.shape
     grid, tiles = _grid(B, N, U.dtype)
     ctx, cc, cw = (C_lp.size(1), C_lp, C_w) if C_lp is not None else (0, S_lp, U)
-    prec = precision(U.dtype)
     _gru_gates[grid](X, X.stride(0), cc, cc.stride(0), cw, ctx, S_lp, S_lp.stride(0), U_zr, S, S.stride(0), ZR,
-                     ZR.stride(0), RS_lp, RS_lp.stride(0), St, St.stride(0), B, N, **tiles, PRECISION=prec)
+                     ZR.stride(0), RS_lp, RS_lp.stride(0), St, St.stride(0), B, N, **tiles)
     _gru_state[grid](RS_lp, RS_lp.stride(0), U, St, St.stride(0), ZR, ZR.stride(0), S, S.stride(0), S_next,
-                     S_next.stride(0), S_next_lp, S_next_lp.stride(0), B, N, **tiles, PRECISION=prec)
+                     S_next.stride(0), S_next_lp, S_next_lp.stride(0), B, N, **tiles)
 
 
 def gru_backward(G1, DP, W_g, ZR, St, S, DS, U, DX, DX_lp, G_out):
@@ -296,14 +296,12 @@ def gru_backward(G1, DP, W_g, ZR, St, S, DS, U, DX, DX_lp, G_out):
     ∂L/∂s_{i−1} through the step plus DS (B, n), all but its product by U_zr and W_a (the next call's)."""
     B, N = S.shape
     grid, tiles = _grid(B, N, U.dtype)
-    prec = precision(U.dtype)
     dp, k = (DP, W_g.size(0)) if DP is not None else (DX_lp, 0)
     assert dp.stride(0) == DX_lp.stride(0)
     _gru_grad_gates[grid](G1, G1.stride(0), dp, k, W_g, ZR, ZR.stride(0), St, St.stride(0), S, S.stride(0), DS,
-                          DS.stride(0), DX, DX.stride(0), DX_lp, DX_lp.stride(0), G_out, B, N, **tiles,
-                          PRECISION=prec)
+                          DS.stride(0), DX, DX.stride(0), DX_lp, DX_lp.stride(0), G_out, B, N, **tiles)
     _gru_grad_reset[grid](DX_lp, DX_lp.stride(0), U, ZR, ZR.stride(0), S, S.stride(0), DX, DX.stride(0), G_out, B, N,
-                          **tiles, PRECISION=prec)
+                          **tiles)
 
 
 def encoder_forward(XI, H_lp, W, b_h, H, RZ, Nt, Gn, OUT, OUT_lp):
@@ -320,7 +318,7 @@ def encoder_forward(XI, H_lp, W, b_h, H, RZ, Nt, Gn, OUT, OUT_lp):
     _encoder_forward[(D * grid[0], grid[1])](
         XI, XI.stride(0), XI.stride(1), hl, hl.stride(0), W, b_h, h, h.stride(0), h.stride(1), RZ, RZ.stride(0),
         RZ.stride(1), Nt, Nt.stride(0), Nt.stride(1), Gn, OUT, OUT.stride(0), OUT.stride(1), OUT_lp, rows, N,
-        H is not None, **tiles, PRECISION=precision(W.dtype))
+        H is not None, **tiles)
 
 
 def encoder_backward(DOUT, DH1, DGN, W, RZ, Nt, Gn, H, DG, DG_lp, DAN, DH_out):
@@ -336,7 +334,7 @@ def encoder_backward(DOUT, DH1, DGN, W, RZ, Nt, Gn, H, DG, DG_lp, DAN, DH_out):
     _encoder_backward[(D * grid[0], grid[1])](
         DOUT, DOUT.stride(0), DOUT.stride(1), DH1 if DH1 is not None else DOUT, DGN if DGN is not None else DG_lp,
         rows_next, W, k3, RZ, RZ.stride(0), RZ.stride(1), Nt, Nt.stride(0), Nt.stride(1), Gn, h, DG, DG.stride(0),
-        DG.stride(1), DG_lp, DAN, DH_out, rows, N, H is not None, **tiles, PRECISION=precision(W.dtype))
+        DG.stride(1), DG_lp, DAN, DH_out, rows, N, H is not None, **tiles)
 
 
 def usable(x: torch.Tensor) -> bool:
