@@ -63,31 +63,30 @@ class DeepOutputKernels(torch.autograd.Function):
                 K.gru_forward(X[:, i], C_lp[:, i] if attn else None, C_w, S_lp[:, i], U_zr_lp, U_lp, S[:, i], ZR[:, i],
                               RS_lp[:, i], St[:, i], S[:, i + 1], S_lp[:, i + 1])
         ctx.attn, ctx.lp = attn, lp
-        if attn:
-            ctx.save_for_backward(S, S_lp, ZR, St, RS_lp, h, keys_lp, Q, C_lp, A, W_a, v, C, U_zr, U)
+        if attn:  # the weights in lp as cast here, for the backward pass's products
+            ctx.save_for_backward(S, S_lp, ZR, St, RS_lp, h, keys_lp, Q, C_lp, A, W_a_lp, v, C_w, U_zr_lp, U_lp)
             return S, Cc
-        ctx.save_for_backward(S, S_lp, ZR, St, RS_lp, U_zr, U)
+        ctx.save_for_backward(S, S_lp, ZR, St, RS_lp, U_zr_lp, U_lp)
         return S
 
     @staticmethod
     def backward(ctx, dS, dCc=None):
         attn, lp = ctx.attn, ctx.lp
         if attn:
-            S, S_lp, ZR, St, RS_lp, h, keys_lp, Q, C_lp, A, W_a, v, C, U_zr, U = ctx.saved_tensors
+            S, S_lp, ZR, St, RS_lp, h, keys_lp, Q, C_lp, A, W_a_lp, v, C_w, U_zr_lp, U_lp = ctx.saved_tensors
         else:
-            S, S_lp, ZR, St, RS_lp, U_zr, U = ctx.saved_tensors
+            S, S_lp, ZR, St, RS_lp, U_zr_lp, U_lp = ctx.saved_tensors
         B, Ty, n = S.shape
-        na = W_a.size(0) if attn else 0
+        na = W_a_lp.size(0) if attn else 0
         dS = torch.zeros_like(S) if dS is None else dS.contiguous()
         dX = S.new_zeros(B, Ty, 3 * n)  # the last position's input is never used
         # [∂L/∂a_h | ∂L/∂a_zr | ∂L/∂(W_a s)] per position in lp, as the weights' gradients read it (the GRU's part 0
         # at the last position, which has no step); a step reads the next position's
         DX_lp = S.new_empty(B, Ty, 3 * n + na, dtype=lp)
         DX_lp[:, -1, : 3 * n].zero_()
-        W_g = (torch.cat([U_zr, W_a]) if attn else U_zr).to(lp).contiguous()  # (2n + n', n)
-        U_lp, buffers = U.to(lp).contiguous(), (S.new_empty(B, n), S.new_empty(B, n))
+        W_g = torch.cat([U_zr_lp, W_a_lp]) if attn else U_zr_lp  # (2n + n', n)
+        buffers = S.new_empty(B, n), S.new_empty(B, n)
         if attn:
-            C_w = C.to(lp).contiguous()  # (3n, ctx)
             dCc = torch.zeros_like(C_lp, dtype=S.dtype) if dCc is None else dCc.contiguous()
             Gc, DE = torch.empty_like(dCc), torch.empty_like(A)
         G1, later = dS[:, Ty - 1], None  # ∂L/∂s_i = G1 + later[:, n:] W_g
@@ -133,18 +132,17 @@ class EncoderKernels(torch.autograd.Function):
                               Nt[:, :rows, t], Gn[:, :rows, t], OUT[:, :rows, t], out_lp)
             h_lp = out_lp
         ctx.active, ctx.last, ctx.lp = active, last, lp
-        ctx.save_for_backward(OUT, RZ, Nt, Gn, W_h)
+        ctx.save_for_backward(OUT, RZ, Nt, Gn, W_lp)  # W_h in lp as cast here, for the backward pass's products
         return OUT, OUT[:, torch.arange(B, device=XI.device), last]  # each row's state at its last word
 
     @staticmethod
     def backward(ctx, dOUT, dH):
-        OUT, RZ, Nt, Gn, W_h = ctx.saved_tensors
+        OUT, RZ, Nt, Gn, W_lp = ctx.saved_tensors
         D, B, Tx, n = OUT.shape
         dOUT = dOUT.clone(memory_format=torch.contiguous_format)
         dOUT[:, torch.arange(B, device=OUT.device), ctx.last] += dH
         dG = OUT.new_zeros(D, B, Tx, 3 * n)  # ∂L/∂g (zero where a row was not computed)
         DAN = OUT.new_zeros(D, B, Tx, n)  # ∂L/∂a_n
-        W_lp = W_h.to(ctx.lp).contiguous()  # (D, 3n, n)
         DH1 = DGN = None  # from step t + 1: ∂L/∂h_t = DH1 + DGN W_h (in the next step's kernel)
         for t in reversed(range(len(ctx.active))):
             rows = ctx.active[t]
