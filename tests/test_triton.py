@@ -44,14 +44,29 @@ def test_the_recurrences_run_the_kernels_where_they_can(name, device, monkeypatc
     assert calls == ["EncoderKernels", "DeepOutputKernels"]
 
 
+def _drawing(g: torch.Generator, device):
+    """r(*shape, scale=0.5): scale × standard normal values from g, on `device`, requiring a gradient."""
+    def r(*shape, scale=0.5):
+        return (scale * torch.randn(*shape, generator=g)).to(device).requires_grad_()
+
+    return r
+
+
+def _assert_alike(ours: list, theirs: list, lp: torch.dtype) -> None:
+    """Each of the kernels' results (outputs, then gradients) nonzero and within rounding of the CPU path's: 1e-5 of
+    its largest value (at least 1) in float32, 1.5e-2 with bf16 products."""
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.abs().sum() > 0
+        scale = b.abs().max().item()
+        assert (a - b).abs().max().item() <= (1e-5 if lp == torch.float32 else 1.5e-2) * max(scale, 1.0)
+
+
 def _recurrence_inputs(device, attn, B=37, Tx=9, Ty=6, n=72, na=80, seed=0):
     """Random inputs of the deep-output recurrence at sizes that are not whole tiles of the step kernels (37 rows:
     two blocks of 32, the second mostly outside; n = 72, n' = 80 and ctx = 144 over blocks of 64 columns, the last
     partly outside), rows of 1 to Tx words. Weights of a trained model's scale (1/√fan-in: a stable recurrence)."""
     g = torch.Generator().manual_seed(seed)
-
-    def r(*shape, scale=0.5):
-        return (scale * torch.randn(*shape, generator=g)).to(device).requires_grad_()
+    r = _drawing(g, device)
 
     X, s0, U_zr, U = r(B, Ty, 3 * n), r(B, n), r(2 * n, n, scale=n**-0.5), r(n, n, scale=n**-0.5)
     if not attn:
@@ -82,10 +97,7 @@ def test_the_step_kernels_at_sizes_that_are_not_whole_tiles(device, attn, lp):
         probe = torch.Generator().manual_seed(1)
         sum(((o * torch.randn(o.shape, generator=probe).to(device)).sum() for o in out)).backward()
         results.append([*out, *(t.grad for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad)])
-    for ours, theirs in zip(*results):
-        assert ours.abs().sum() > 0
-        scale = theirs.abs().max().item()
-        assert (ours - theirs).abs().max().item() <= (1e-5 if lp == torch.float32 else 1.5e-2) * max(scale, 1.0)
+    _assert_alike(*results, lp)
 
 
 def _encoder_inputs(device, D, B=37, Tx=9, n=72, seed=0):
@@ -96,9 +108,7 @@ def _encoder_inputs(device, D, B=37, Tx=9, n=72, seed=0):
     lengths[0] = Tx
     lengths = lengths.sort(descending=True).values
     active = [int((lengths > t).sum()) for t in range(Tx)]
-
-    def r(*shape, scale=0.5):
-        return (scale * torch.randn(*shape, generator=g)).to(device).requires_grad_()
+    r = _drawing(g, device)
 
     return r(D, B, Tx, 3 * n), r(D, 3 * n, n, scale=n**-0.5), r(D, 3 * n), active, (lengths - 1).to(device)
 
@@ -121,10 +131,7 @@ def test_the_encoder_kernels_at_sizes_that_are_not_whole_tiles(device, D, lp):
         sum((o * torch.randn(o.shape, generator=probe).to(device)).sum() for o in out).backward()
         results.append([*out, XI.grad, W_h.grad, b_h.grad])
     assert active[-1] < active[0]
-    for ours, theirs in zip(*results):
-        assert ours.abs().sum() > 0
-        scale = theirs.abs().max().item()
-        assert (ours - theirs).abs().max().item() <= (1e-5 if lp == torch.float32 else 1.5e-2) * max(scale, 1.0)
+    _assert_alike(*results, lp)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -213,7 +220,7 @@ class _StandIn:
 
 
 def _stand_in_for_the_kernels(monkeypatch, run: bool) -> list:
-    """Every kernel DeepOutputKernels launches replaced by a `_StandIn`; returns the list of their launches."""
+    """Every kernel DeepOutputKernels and EncoderKernels launch replaced by a `_StandIn`; returns their launches."""
     launches = []
     for name in _RECURRENCE_KERNELS:
         module = triton_kernels if hasattr(triton_kernels, name) else attention_kernels
