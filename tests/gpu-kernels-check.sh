@@ -26,6 +26,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-results/bench/gpu-kernels}
+base=${BASE:+$(cd "$BASE" && pwd)}  # absolute: the steps run its code from another PYTHONPATH
 export BUDGET=${BUDGET:-540}
 source tests/gpu-lib.sh
 
@@ -56,10 +57,10 @@ for lang in ("en", "fr"):
         f.write("".join(line + "\n" for line in tokenize_lines(lines, lang)))
 ' "$DATA" "$out"
     search search_rnnsearch "$PWD/src"
-    if [ -n "${BASE:-}" ]; then search base_search_rnnsearch "$(cd "$BASE" && pwd)"; fi
+    if [ -n "$base" ]; then search base_search_rnnsearch "$base"; fi
 fi
-if [ -n "${BASE:-}" ]; then
-    train base_train_bf16_b80_graph bf16 80 "$(cd "$BASE" && pwd)"
+if [ -n "$base" ]; then
+    train base_train_bf16_b80_graph bf16 80 "$base"
 fi
 step profile_bf16_b80_graph 120 python3 -m rnnsearch.cli bench-profile --arch rnnsearch --size paper --batch 80 \
     --length 50 --steps 3 --threads 4 --device cuda --precision bf16 --graph --out "$out/profile_bf16_b80_graph.json"
