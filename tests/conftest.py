@@ -216,6 +216,16 @@ def browser() -> str | None:
     return next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 
 
+# What a person can tell apart on a screen: Chromium lays boxes out in fractions of a pixel and rounds them
+# differently from one release to the next, so the browser tests compare positions to within a pixel.
+PIXEL = 1.0
+
+
+def on_screen(box: dict, height: float) -> bool:
+    """`box` (its top and bottom in a window's coordinates) wholly inside a window `height` px tall, to a pixel."""
+    return box["top"] >= -PIXEL and box["bottom"] <= height + PIXEL
+
+
 # What every tests/browser script calls with its findings: they go into PRE#rnnsearch-check, which --dump-dom prints.
 DONE = """function rnnsearchCheckDone(report) {
   const pre = document.createElement("pre");
