@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -176,6 +177,60 @@ def test_cli_and_snakemake_fail_at_start_naming_the_key(tmp_path):
     smk = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(overlay)], cwd=REPO,
                          capture_output=True, text=True)
     assert smk.returncode != 0 and "unknown key 'train.max_update'" in smk.stdout + smk.stderr
+
+
+def _floats(value, path=()):
+    """The dotted key of every float in a config."""
+    if isinstance(value, dict):
+        return [k for key, v in value.items() for k in _floats(v, path + (key,))]
+    return [".".join(map(str, path))] if isinstance(value, float) else []
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_every_float_setting_rejects_nan_and_infinity_naming_the_key(bad):
+    """NaN passes every bound of a JSON schema (NaN > 0 and NaN < 1 are both false), inf every lower one: each float
+    of params.yaml and of paper.yaml's models, set to one in turn, is an error naming the key and what it allows."""
+    c = cfg.load_params([REPO / "params.yaml", REPO / "workflow/configs/paper.yaml"])
+    keys = _floats(c)
+    assert {"train.lr", "train.rho", "train.eps", "train.clip_norm", "decode.max_len_a"} <= set(keys), keys
+    for key in keys:
+        changed = params_with(c, key, bad)
+        msg = problems(changed)
+        assert f"'{key}': expected a finite number" in msg and f"got {bad}" in msg, (key, msg)
+        assert msg.count(f"'{key}'") == 1, msg  # said once, not again by the schema's own bound
+    assert "'train.lr': expected a finite number > 0, got" in problems(params_with(c, "train.lr", bad))
+    assert "'train.rho': expected a finite number > 0 and < 1, got" in problems(params_with(c, "train.rho", bad))
+
+
+def params_with(config: dict, key: str, value) -> dict:
+    changed = copy.deepcopy(config)
+    *parents, last = key.split(".")
+    node = changed
+    for p in parents:
+        node = node[p]
+    node[last] = value
+    return changed
+
+
+def test_nan_stops_check_params_snakemake_and_dvc_overrides_at_the_start(tmp_path):
+    """`train.lr: .nan` in an overlay, in --config and as `dvc exp run -S train.lr=nan` writes it into params.yaml:
+    check-params and `snakemake -n` stop with exit 2 / an error naming train.lr, before any job."""
+    from dvc.utils.hydra import apply_overrides
+
+    overlay = tmp_path / "nan.yaml"
+    overlay.write_text("train:\n  lr: .nan\n")
+    edited = tmp_path / "params.yaml"  # what `dvc exp run -S train.lr=nan` runs the stages on
+    edited.write_text((REPO / "params.yaml").read_text())
+    apply_overrides(str(edited), ["train.lr=nan"])
+    for files in ([str(REPO / "params.yaml"), str(overlay)], [str(edited)]):
+        cli = subprocess.run([sys.executable, "-m", "rnnsearch.cli", "check-params",
+                              *(a for f in files for a in ("--params", f))], capture_output=True, text=True)
+        assert cli.returncode == 2 and "'train.lr': expected a finite number > 0, got nan" in cli.stderr, cli.stderr
+        assert "Traceback" not in cli.stderr
+    for extra in (["--configfile", str(overlay)], ["--config", "train={lr: .nan}"]):
+        smk = subprocess.run([sys.executable, "-m", "snakemake", "-n", *extra], cwd=REPO, capture_output=True,
+                             text=True)
+        assert smk.returncode != 0 and "'train.lr': expected a finite number > 0, got nan" in smk.stdout + smk.stderr
 
 
 @pytest.mark.parametrize("pair, message", [

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -185,6 +186,8 @@ def validate(config: dict, source: str = "params.yaml") -> None:
     problems = []
     for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         key = _key(err.absolute_path)
+        if isinstance(err.instance, float) and not math.isfinite(err.instance):
+            continue  # _non_finite says it
         if err.validator == "additionalProperties":
             allowed = sorted(err.schema.get("properties", {}))
             extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
@@ -205,10 +208,36 @@ def validate(config: dict, source: str = "params.yaml") -> None:
             problems.append(f"'{key}': model name {err.instance!r} must match {err.schema.get('pattern')}")
         else:
             problems.append(f"'{key}': {err.message}")
+    problems = _non_finite(config, schema) + problems  # NaN passes every bound of a JSON schema (a NaN < 0 is false)
     if not problems:
         problems = _cross_checks(config)
     if problems:
         raise ConfigError(f"{source}: invalid configuration:\n  - " + "\n  - ".join(problems))
+
+
+def _non_finite(value: Any, schema: dict, path: tuple = ()) -> list[str]:
+    """A problem for each NaN or ±inf in `value` (params.yaml's `.nan`, `.inf`; --config's, `dvc exp run -S`'s),
+    naming its key and what the schema allows there."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _non_finite(v, _below(schema, k), path + (k,))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _non_finite(v, _below(schema, i), path + (i,))]
+    if not isinstance(value, float) or math.isfinite(value):
+        return []
+    bounds = [f"{sign} {schema[word]}" for word, sign in (("minimum", "≥"), ("exclusiveMinimum", ">"),
+                                                          ("maximum", "≤"), ("exclusiveMaximum", "<")) if word in schema]
+    return [f"'{_key(path)}': expected a finite number{' ' + ' and '.join(bounds) if bounds else ''}, got {value}"]
+
+
+def _below(schema: dict, key: str | int) -> dict:
+    """The part of a JSON schema that describes `key` of the value `schema` describes ({} where none does)."""
+    if isinstance(key, int):
+        items = schema.get("items")
+        return items if isinstance(items, dict) else {}
+    if key in schema.get("properties", {}):
+        return schema["properties"][key]
+    further = schema.get("additionalProperties")
+    return further if isinstance(further, dict) else {}
 
 
 def _cross_checks(config: dict) -> list[str]:
