@@ -141,3 +141,23 @@ def test_a_sentence_typed_on_a_terminal_is_answered_before_the_next(data: Path, 
     finally:
         proc.kill()
         os.close(leader)
+
+
+@pytest.mark.slow
+def test_a_reader_that_goes_away_ends_translate_quietly(data: Path, reference: Path, tmp_path: Path):
+    """`rnnsearch translate --input F | head -1`, as a shell runs it: the reader closes the pipe after one line while
+    translate still writes (200 lines: four chunks; 50 lines: one chunk, written in more than one piece, which raced
+    the reader). translate ends with exit status 141 (SIGPIPE's, as a shell reports a Unix tool's) or 0, nothing on
+    stderr, and head's line is the whole first translation. Three runs each."""
+    dev = (data / "dev.en").read_text().splitlines()
+    for count in (200, 50):
+        text = tmp_path / f"{count}.en"
+        text.write_text("\n".join((dev * (count // len(dev) + 1))[:count]) + "\n")
+        first = _translate(reference, b"", "--input", str(text)).stdout.decode().splitlines()[0]
+        pipeline = (f"'{sys.executable}' -m rnnsearch.cli translate --checkpoint '{reference}' --input '{text}' "
+                    f"| head -1; echo \"status ${{PIPESTATUS[0]}}\" >&2")
+        for _ in range(3):
+            p = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, timeout=300)
+            status = p.stderr.splitlines()[-1]
+            assert status in ("status 0", "status 141") and p.stderr.splitlines()[:-1] == [], (count, p.stderr)
+            assert p.stdout == first + "\n", (count, p.stdout)

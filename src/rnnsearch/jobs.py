@@ -179,6 +179,29 @@ def _on_stop_signals(handler) -> None:
         signal.signal(sig, handler)
 
 
+EXIT_READER_GONE = 128 + signal.SIGPIPE  # 141, as a shell reports a Unix tool ended by SIGPIPE
+
+
+def reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has gone (`rnnsearch translate | head -1`); if so, standard
+    output is pointed at /dev/null, so that nothing more is written to it, and no error is said at exit when Python
+    flushes what is still buffered (the lines the reader did not wait for)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poll = select.poll()
+        poll.register(fd, 0)  # a pipe's writing end reports POLLERR once its reader has closed it
+        gone = any(event & select.POLLERR for _, event in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no stdout, or one that is not a file
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    return gone
+
+
 def peak_memory() -> str:
     """This process's peak resident memory and, once it has held GPU memory, its peak GPU memory: the last line of
     every stage's log, which `rnnsearch rehearse` reads (a process that only asked CUDA for the device's name says
@@ -215,6 +238,10 @@ def _run_logged(stage: Stage, args: argparse.Namespace, log: logging.Logger, sto
         if getattr(args, "log", None):  # the console handler shows errors already; say where the log is
             print(f"rnnsearch {args.stage}: see {args.log}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        if not reader_gone():
+            raise
+        return EXIT_READER_GONE
     except OSError as e:  # the filesystem (a permission, a missing folder): one line, not a traceback
         log.error("%s: %s", e.filename or f"rnnsearch {args.stage}", e.strerror or e)
         return 1
