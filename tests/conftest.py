@@ -28,7 +28,7 @@ SHARED_DATA = Path(os.environ.get("RNNSEARCH_SHARED_DATA", REPO.parent / "shared
 # the rest, DVC's chain of experiments (test_dvc.py, the longest on the cores) first.
 LONG_FIRST = ("test_slurm_timelimit.py", "test_slurm.py", "test_dvc.py", "test_workflow.py", "test_peer.py",
               "test_multi30k.py", "test_docs.py", "test_reruns.py", "test_sentencepiece.py", "test_wmt14.py",
-              "test_resume.py", "test_distributed.py", "test_rehearsal.py", "test_explorer.py")
+              "test_resume.py", "test_triton.py", "test_distributed.py", "test_rehearsal.py", "test_explorer.py")
 
 
 def pytest_xdist_auto_num_workers(config) -> int:

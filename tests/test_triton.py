@@ -298,7 +298,8 @@ def test_the_kernels_under_tritons_interpreter_give_the_autograd_results():
     (The encoder's float64
     finite-difference checks stay out: the kernels compute in float32.)"""
     if importlib.util.find_spec("triton") is None:
-        pytest.skip("Triton is not installed (`pip install triton` runs the kernels here under its interpreter)")
+        pytest.skip("Triton is not installed (README's install, `.[dev]`, installs it: the kernels then run here "
+                    "under its interpreter)")
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("already under Triton's interpreter: the other tests here run the kernels")
     tests = Path(__file__).parent
@@ -329,6 +330,7 @@ def _signature(kernel, args, kwargs):
 
 
 @pytest.mark.slow
+@pytest.mark.sm90
 @pytest.mark.parametrize("lp", ["fp32", "tf32", "bf16"])
 def test_the_kernels_compile_for_a_hopper_gpu(lp, monkeypatch):
     """Where Triton is installed, no GPU needed: every kernel of the recurrences' forward and backward passes, with
@@ -338,7 +340,8 @@ def test_the_kernels_compile_for_a_hopper_gpu(lp, monkeypatch):
     runs what a GPU's compiler may refuse (a block shape, a dot's operands of two dtypes in a loop that never runs, a
     construct); this catches it before a GPU run."""
     if triton_kernels.triton is None:
-        pytest.skip("Triton is not installed (`pip install triton` compiles the kernels here for a GPU)")
+        pytest.skip("Triton is not installed (README's install, `.[dev]`, installs it: the kernels then compile "
+                    "here for a GPU)")
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("under Triton's interpreter the kernels are not compiled")
     import triton
