@@ -17,6 +17,7 @@ BIN = Path(sys.executable).parent
 # command docs/cluster.md gives for the local cluster, on the repository's own params.yaml.
 SLURM = ["--profile", "slurm"]
 DOCUMENTED = "snakemake --profile slurm --configfile tests/configs/tiny.yaml"
+SQUEUE = "%.10i %.45k %.8T %.10M %R"  # docs/cluster.md's squeue format: the executor's comment names rule and model
 
 
 @pytest.fixture(scope="session", autouse=True)  # session: before the session's tiny_dag, which a skip never needs

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 import sys
 
@@ -257,3 +258,17 @@ def test_check_params_reads_the_files_rnnsearch_params_names(tmp_path, monkeypat
     monkeypatch.delenv("RNNSEARCH_PARAMS")
     monkeypatch.chdir(REPO)
     assert yaml.safe_load(cfg.dump(None))["model"]["n"] == 96
+
+
+def test_overlays_then_a_target_as_docs_cluster_md_writes_them():
+    """docs/cluster.md's command with two overlays and a target (`--configfile A B -- target`): Snakemake plans the
+    target's jobs under both overlays; the target is not read as a third config file."""
+    doc = (REPO / "docs" / "cluster.md").read_text()
+    assert "--configfile workflow/configs/paper.yaml gpus4.yaml -- results/models/rnnsearch-50/replicate1/model.pt" in doc
+    smk = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", "tests/configs/tiny.yaml",
+                          "workflow/configs/multi30k.yaml", "--", "results/models/rnnsearch-50/replicate1/model.pt"],
+                         cwd=REPO, capture_output=True, text=True)
+    out = smk.stdout + smk.stderr
+    assert smk.returncode == 0 and "FileNotFoundError" not in out, out[-2000:]
+    planned = set(re.findall(r"^rule (\w+):", out, re.M))
+    assert {"download", "train"} <= planned and not planned & {"translate", "score", "tables"}, planned

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from .conftest import dag_copy, overlay_params, processes_in
-from .slurm_cluster import (SLURM, job_record, slurm, slurm_logs, snakemake, snakemake_started,  # noqa: F401 (slurm)
-                            submissions)
+from .slurm_cluster import (SLURM, SQUEUE, job_record, slurm, slurm_logs, snakemake,  # noqa: F401 (slurm)
+                            snakemake_started, submissions)
 
 pytestmark = pytest.mark.slow
 
@@ -134,24 +134,83 @@ def test_a_plain_scancel_stops_a_training_at_a_checkpoint_and_snakemake_without_
         "train": {"checkpoint_every": 1_000_000, "log_every": 10, "validate_every": 1_000_000}})
     model = f"{MODEL}/model.pt"
     snakemake(ws, "-n", model)
-    run = snakemake_started(ws, *SLURM, model, stdout=subprocess.PIPE)
-    history, deadline = ws / MODEL / "train.log", time.time() + 600
-    while not re.search(r"==== job (\d+) on [^\n]*\n(?:.*\n)*.*rnnsearch-50 update \d+/",
-                        history.read_text() if history.exists() else ""):
-        assert run.poll() is None and time.time() < deadline, run.communicate()[0][-3000:]
-        time.sleep(1)
-    job = re.findall(r"==== job (\d+) on ", history.read_text())[-1]
-    subprocess.run(["scancel", job], check=True)
-    cancelled = time.time()
-    out, _ = run.communicate(timeout=300)
+    with open(ws / OUT, "w") as log:
+        run = snakemake_started(ws, *SLURM, model, stdout=log)
+    try:
+        job = _first_job_training(ws, run)
+        subprocess.run(["scancel", job], check=True)
+        cancelled = time.time()
+        run.wait(timeout=300)
+    finally:
+        run.kill()
+    out, history = (ws / OUT).read_text(), ws / MODEL / "train.log"
     assert run.returncode != 0, out[-3000:]
-    assert f"SLURM job {job} (rule train) was cancelled (scancel): not resubmitted" in out, out[-3000:]
+    assert (f"SLURM job {job} (rule train, rnnsearch-50 replicate 1) was cancelled (scancel): not resubmitted"
+            in out), out[-3000:]
+    error = _error_block(out)
+    assert "was cancelled (scancel)" in error and "--attempt 1 " in error, error  # the attempt that ran, not the 3
+    assert "resume it. For further error details" in error, error  # that stops the retries; a space between
     assert time.time() - cancelled < 150, out[-3000:]  # KillWait (30 s) and a few polls of 10 s
     assert [j for j, rule, _ in submissions(ws) if rule == "train"] == [job], out[-3000:]  # no second attempt
     saved = torch.load(ws / MODEL / "checkpoint.pt", weights_only=True)
     assert saved["progress"]["runs"][-1]["slurm_job"] == job
     assert saved["progress"]["runs"][-1]["ended_by"] == "signal 15", saved["progress"]["runs"][-1]
     assert f"==== job {job} ended: exit status 75 ====" in history.read_text()
+
+
+def _error_block(out: str) -> str:
+    """Snakemake's first 'Error in rule train' block: the message, then the job's input, output, log and shell
+    command, to its external_jobid line."""
+    start = out.index("Error in rule train")
+    return out[start:out.index("external_jobid", start)]
+
+
+def _first_job_training(ws: Path, run: subprocess.Popen) -> str:
+    """The Slurm job of the first training job in `ws` once it has logged an update (its history, train.log)."""
+    history, deadline = ws / MODEL / "train.log", time.time() + 600
+    while not re.search(r"==== job (\d+) on [^\n]*\n(?:.*\n)*.*rnnsearch-50 update \d+/",
+                        history.read_text() if history.exists() else ""):
+        assert run.poll() is None and time.time() < deadline, (ws / OUT).read_text()[-3000:]
+        time.sleep(1)
+    return re.findall(r"==== job (\d+) on ", history.read_text())[-1]
+
+
+def test_a_training_signalled_with_scancel_is_named_and_resubmitted_to_resume(tmp_path_factory, tiny_dag: Path):
+    """`scancel --signal=TERM <job>` (a signal, not a cancellation): the training saves its checkpoint and exits 75,
+    which Slurm records as FAILED; the executor plugin said "SLURM status is: 'FAILED'. Reason: Unknown". Snakemake's
+    error now names the signal, the update and the next attempt, its shell command shows the attempt that ran, and
+    the resubmitted job resumes (the budget set just past the stop, as in the time-limit test). While the job runs,
+    docs/cluster.md's `squeue` format shows its rule and model."""
+    ws = dag_copy(tiny_dag, tmp_path_factory.mktemp("sigterm"), {
+        "cluster": {"train": {"runtime": 30, "attempts": 2}},
+        "models": {"rnnsearch-50": {"max_updates": 1_000_000}},
+        "train": {"checkpoint_every": 1_000_000, "log_every": 10, "validate_every": 1_000_000, "lr_decay": 0}})
+    with open(ws / OUT, "w") as out:
+        run = snakemake_started(ws, *SLURM, f"{MODEL}/model.pt", stdout=out)
+    try:
+        job = _first_job_training(ws, run)
+        queue = subprocess.run(["squeue", "--me", "-h", "-o", SQUEUE], capture_output=True, text=True).stdout
+        assert re.search(rf"^\s*{job}\s+rule_train_wildcards_rnnsearch-50_1\s+RUNNING", queue, re.M), queue
+        subprocess.run(["scancel", "--signal=TERM", job], check=True)
+        saved, deadline = ws / MODEL / "checkpoint.pt", time.time() + 300
+        while not (saved.exists() and torch.load(saved, weights_only=True)["progress"]["runs"][-1]["ended_by"]):
+            assert run.poll() is None and time.time() < deadline, (ws / OUT).read_text()[-3000:]
+            time.sleep(0.5)
+        update = torch.load(saved, weights_only=True)["update"]
+        overlay_params(ws, {"models": {"rnnsearch-50": {"max_updates": update + 20}}})
+        run.wait(timeout=900)
+    finally:
+        run.kill()
+    said = (ws / OUT).read_text()
+    assert run.returncode == 0, said[-3000:]
+    assert (f"SLURM job {job} (rule train, rnnsearch-50 replicate 1) stopped by SIGTERM at update {update}: "
+            "checkpoint saved; resubmitted to resume, attempt 2 of 2. For further error details") in said, said[-3000:]
+    error = _error_block(said)
+    assert "stopped by SIGTERM" in error and "--attempt 1 " in error, error  # the attempt that ran
+    jobs = [j for j, rule, _ in submissions(ws) if rule == "train"]
+    assert len(jobs) == 2 and jobs[0] == job, said[-3000:]
+    runs = json.loads((ws / MODEL / "train_stats.json").read_text())["runs"]
+    assert [r["ended_by"] for r in runs] == ["signal 15", "update budget"] and runs[1]["start"] == update, runs
 
 
 def test_a_training_over_its_memory_request_is_named_as_such_and_not_resubmitted(tmp_path_factory, tiny_dag: Path):
@@ -164,6 +223,8 @@ def test_a_training_over_its_memory_request_is_named_as_such_and_not_resubmitted
     out = run.stdout + run.stderr
     jobs = [j for j, rule, _ in submissions(ws) if rule == "train"]
     assert run.returncode != 0 and len(jobs) == 1, out[-3000:]
-    found = re.search(rf"SLURM job {jobs[0]} \(rule train\) was killed for its memory: it asked for mem_mb=100 "
+    found = re.search(rf"SLURM job {jobs[0]} \(rule train, rnnsearch-50 replicate 1\) was killed for its memory: it "
+                      r"asked for mem_mb=100 "
                       r"\(Slurm's limit 100 MB\) and reached (\d+) MB", out)
     assert found and int(found.group(1)) > 100, out[-3000:]
+    assert "--attempt 1 " in _error_block(out), _error_block(out)  # the attempt that ran

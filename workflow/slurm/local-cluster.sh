@@ -17,16 +17,28 @@ DAEMONS="slurmd slurmctld slurmdbd munged mariadb"  # in the order they stop
 
 running() { [ -s "$RUN/$1.pid" ] && $SUDO kill -0 "$($SUDO cat "$RUN/$1.pid")" 2>/dev/null; }
 
-apt_get() {  # apt-get "$@", waiting at most 10 minutes while another apt-get or dpkg holds its lock
-    local deadline=$(( $(date +%s) + 600 )) err
+say() { echo "local-cluster.sh: $*" >&2; }
+
+apt_get() {  # apt-get "$@", waiting at most 10 minutes while another apt-get or dpkg holds its lock; a line every
+             # 30 s while it runs (an install takes minutes, its own output is kept back)
+    local start deadline err ticker status=0
+    start=$(date +%s)
+    deadline=$(( start + 600 ))
+    say "apt-get $*"
+    ( while sleep 30; do say "apt-get $1: still running after $(( $(date +%s) - start )) s"; done ) &
+    ticker=$!
     while ! err=$($SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=60 "$@" 2>&1 >/dev/null); do
         if ! grep -q "Could not get lock" <<<"$err" || [ "$(date +%s)" -ge "$deadline" ]; then
             echo "$err" >&2
-            return 1
+            status=1
+            break
         fi
-        echo "local-cluster.sh: waiting for another package manager: $(grep -m1 'Could not get lock' <<<"$err")" >&2
+        say "waiting for another package manager: $(grep -m1 'Could not get lock' <<<"$err")"
         sleep 5
     done
+    kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
+    [ "$status" = 0 ] && say "apt-get $1: done in $(( $(date +%s) - start )) s"
+    return "$status"
 }
 
 if [ "${1:-start}" = stop ]; then
@@ -43,9 +55,11 @@ fi
 
 if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v munged >/dev/null \
         || ! command -v mariadbd >/dev/null; then
+    say "installing Debian's slurm-wlm, slurmdbd, munge and mariadb-server (minutes the first time)"
     apt_get update -qq
     apt_get install -y -qq slurm-wlm slurmdbd munge mariadb-server
 fi
+say "configuring Slurm in /etc/slurm, then starting MariaDB, munged, slurmdbd, slurmctld and slurmd"
 
 HOST=$(hostname -s)
 # two job slots per core (config_overrides: slurmd takes them as written): a test pipeline's jobs are each a few
@@ -137,6 +151,7 @@ sacctmgr -n show cluster format=cluster | grep -qw rnnsearch || $SUDO sacctmgr -
 running slurmctld || $SUDO /usr/sbin/slurmctld
 running slurmd || $SUDO /usr/sbin/slurmd
 
+say "waiting for the node to be idle"
 for _ in $(seq 60); do
     if sinfo -h -N -o "%T" 2>/dev/null | grep -qE "^idle|^mixed|^allocated"; then
         sinfo -N -o "%N %T %c %m %G"
