@@ -25,19 +25,36 @@ from .conftest import REPO
 class ScaledDotAttention(attention.Attention):
     """e_ij = qᵀ h_j / √n, the toy variant."""
 
-    def __init__(self, n: int, ctx_dim: int, n_align: int):
+    def __init__(self, n: int, ctx_dim: int, n_align: int, cfg: dict | None = None):
         super().__init__()
         self.scale = 1 / math.sqrt(n)
 
     def precompute(self, h):
         return h * self.scale
 
-    def energies(self, q, keys):
+    def energies(self, q, keys, state=None):
         return torch.bmm(keys, q.unsqueeze(2)).squeeze(2)
 
-    @staticmethod
-    def flops(ctx, n, n_align, S):
+    @classmethod
+    def flops(cls, ctx, n, n_align, S, cfg=None):
         return 0, 4 * S * ctx
+
+
+class SatedDotAttention(ScaledDotAttention):
+    """The toy with memory: e_ij = qᵀ h_j / √n − w_s G_{i−1,j}, G_{i,j} = G_{i−1,j} + α_ij, the attention word j
+    has had so far (state: G, one value per source word)."""
+
+    state_size = 1
+
+    def __init__(self, n: int, ctx_dim: int, n_align: int, cfg: dict | None = None):
+        super().__init__(n, ctx_dim, n_align)
+        self.w_s = torch.nn.Parameter(torch.ones(1))
+
+    def energies(self, q, keys, state=None):
+        return super().energies(q, keys) - self.w_s * state.squeeze(2)
+
+    def advance(self, state, alpha, q, keys):
+        return state + alpha.unsqueeze(2)
 
 
 def test_an_attention_variant_is_its_class_and_its_name(monkeypatch, caplog):
@@ -63,6 +80,35 @@ def test_an_attention_variant_is_its_class_and_its_name(monkeypatch, caplog):
     # against the fixed context (S = 4, T = 3, |h_j| = n = 6): its 4·S·|h_j| per step, less V's 2·|h_j|·n
     plain = forward_flops({**config, "attention": "none"}, 20, 4, 3)
     assert forward_flops(config, 20, 4, 3) - plain == 3 * 4 * 4 * 6 - 2 * 6 * 6
+
+
+def test_an_attention_variant_with_memory_is_its_class_and_its_name(monkeypatch):
+    """A variant that carries a state from step to step, registered in the same two places only: it trains (its
+    own weight reached through the state), and beam search's every finished hypothesis scores what teacher forcing
+    gives it, which holds only if the search carried and reordered the state it knows nothing of."""
+    from rnnsearch.data.batching import make_batch, pad
+    from rnnsearch.decoding.search import beam_search
+    from rnnsearch.training.scoring import batch_nll
+
+    monkeypatch.setitem(attention.VARIANTS, "sated-dot", SatedDotAttention)
+    monkeypatch.setattr(presets, "ATTENTIONS", (*presets.ATTENTIONS, "sated-dot"))
+    torch.manual_seed(0)
+    model = build_model(presets.resolve("rnnencdec", {"m": 8, "n": 6, "n_align": 5, "l": 4},
+                                        {"attention": "sated-dot"}), 20, 20)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    batch = make_batch([[4, 5, 6, 1], [7, 8, 1]], [[9, 10, 1], [11, 1]], [0, 1])
+    batch_nll(model, batch).backward()
+    assert model.attention.w_s.grad.abs().item() > 0
+    src = [[4, 5, 6, 7, 8, 1], [9, 1]]
+    x, lengths = pad(src), torch.tensor([6, 2])
+    for i, hyps in enumerate(beam_search(model.eval(), x, lengths, 4, 1.5, 4, length_norm=False, n_best=4)):
+        for h in hyps:
+            y = torch.tensor([[0, *h.tokens[:-1]]])
+            with torch.no_grad():
+                logp = torch.log_softmax(model(x[i : i + 1, : lengths[i]], lengths[i : i + 1], y), -1)[0]
+            assert h.score == pytest.approx(float(logp.gather(1, torch.tensor(h.tokens)[:, None]).sum()), abs=1e-4)
 
 
 def toy(out: str, width: int, decode: DecodeConfig) -> None:

@@ -24,6 +24,11 @@ VARIANTS = [
     {"arch": "rnnsearch", "bidirectional": False, "attention": "dot"},
     {"arch": "luong", "input_feeding": False, "cell": "gru"},
     {"arch": "luong", "attention": "additive"},
+    {"arch": "rnnsearch", "attention": "location", "location_filters": 3, "location_width": 3},
+    {"arch": "rnnsearch", "coverage": "linguistic"},
+    {"arch": "rnnsearch", "coverage": "fertility"},
+    {"arch": "rnnsearch", "coverage": "neural", "coverage_size": 4},
+    {"arch": "luong", "attention": "additive", "coverage": "neural"},
 ]
 
 

@@ -29,6 +29,12 @@ VARIANTS = {
     "luong+gru-no-feeding": ("luong", {"cell": "gru", "input_feeding": False}),
     "luong+additive+none-dropout": ("luong", {"attention": "additive", "dropout": 0.0}),
     "luong+none": ("luong", {"attention": "none"}),
+    # the alignment models with memory (their state carried in the decoder's)
+    "rnnsearch+location": ("rnnsearch", {"attention": "location", "location_filters": 3, "location_width": 3}),
+    "rnnsearch+linguistic": ("rnnsearch", {"coverage": "linguistic"}),
+    "rnnsearch+fertility": ("rnnsearch", {"coverage": "fertility"}),
+    "rnnsearch+neural": ("rnnsearch", {"coverage": "neural", "coverage_size": 4}),
+    "luong+additive+neural": ("luong", {"attention": "additive", "coverage": "neural", "dropout": 0.0}),
 }
 ATTENTIVE = [v for v, (arch, o) in VARIANTS.items() if resolve(arch, SIZES, o)["attention"] != "none"]
 
@@ -147,12 +153,19 @@ def test_rnnencdec_parameter_count_matches_the_closed_form_at_paper_size():
     assert model.num_parameters() == encoder + context + init + decoder + output
 
 
-def test_alignment_model_gradients_match_finite_differences():
-    """d NLL / d(W_a, U_a, v_a) through the whole decoder, against central differences (float64)."""
-    model = tiny("rnnsearch", perturb=0.5).double()
+@pytest.mark.parametrize("variant, weights", [
+    ("rnnsearch", ["U_a", "W_a", "v_a"]),
+    ("rnnsearch+location", ["F", "U_a", "U_f", "W_a", "v_a"]),
+    ("rnnsearch+linguistic", ["U_a", "V_a", "W_a", "v_a"]),
+    ("rnnsearch+fertility", ["U_a", "U_f", "V_a", "W_a", "v_a"]),
+    ("rnnsearch+neural", ["U", "U_a", "U_zr", "V_a", "W_a", "W_h", "W_s", "v_a", "w_alpha"])])
+def test_alignment_model_gradients_match_finite_differences(variant, weights):
+    """d NLL / d(every weight of the alignment model) through the whole decoder, against central differences
+    (float64): the paper's, and those with memory, whose state feeds the next step's energies."""
+    model = tiny(variant, perturb=0.5).double()
     batch = make_batch(*sentences(2), list(range(4)))
     names = [n for n, _ in model.named_parameters() if ".attention." in n]
-    assert sorted(n.split(".")[-2] for n in names) == ["U_a", "W_a", "v_a"]
+    assert sorted({n.split(".attention.")[1].split(".")[0] for n in names}) == weights
 
     def nll(*params):
         logits = functional_call(model, dict(zip(names, params)), (batch.x, batch.lengths, batch.y_in))
@@ -160,7 +173,8 @@ def test_alignment_model_gradients_match_finite_differences():
                                                  reduction="sum")
 
     params = tuple(dict(model.named_parameters())[n].detach().clone().requires_grad_() for n in names)
-    assert torch.autograd.gradcheck(nll, params, eps=1e-6, atol=1e-5, rtol=1e-4)
+    # the paper's every partial derivative; the others' (hundreds of weights more) along random directions
+    assert torch.autograd.gradcheck(nll, params, eps=1e-6, atol=1e-5, rtol=1e-4, fast_mode=variant != "rnnsearch")
 
 
 @pytest.mark.parametrize("arch", list(PRESETS))
@@ -209,5 +223,13 @@ def test_impossible_switch_combinations_are_refused_by_name():
         resolve("rnnsearch", SIZES, {"attention": "dot"})
     with pytest.raises(ValueError, match="input_feeding.*combined_output: true"):
         resolve("rnnsearch", SIZES, {"input_feeding": True})
+    with pytest.raises(ValueError, match="coverage 'neural' extends the additive .* not 'multiplicative'"):
+        resolve("rnnsearch", SIZES, {"attention": "multiplicative", "coverage": "neural"})
+    with pytest.raises(ValueError, match="location_width sizes attention 'location', not attention 'additive'"):
+        resolve("rnnsearch", SIZES, {"location_width": 7})
+    with pytest.raises(ValueError, match="coverage_size sizes coverage 'neural', not coverage 'fertility'"):
+        resolve("rnnsearch", SIZES, {"coverage": "fertility", "coverage_size": 3})
+    with pytest.raises(ValueError, match="location_width 4: .* odd"):
+        resolve("rnnsearch", SIZES, {"attention": "location", "location_width": 4})
     with pytest.raises(ValueError, match="unknown arch 'transformer'"):
         resolve("transformer", SIZES)

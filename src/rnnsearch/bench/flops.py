@@ -20,7 +20,7 @@ the code executes: `tests/test_flops.py` checks it against torch's own FLOP coun
 
 from __future__ import annotations
 
-from rnnsearch.model.attention import VARIANTS
+from rnnsearch.model.attention import variant
 
 
 def forward_flops(cfg: dict, K: int, S: int, T: int) -> int:
@@ -30,7 +30,7 @@ def forward_flops(cfg: dict, K: int, S: int, T: int) -> int:
     a = (2 if cfg["bidirectional"] else 1) * n
     att = cfg["attention"]
     encoder = S * (2 if cfg["bidirectional"] else 1) * 2 * g * n * (m + n)
-    keys, step_att = VARIANTS[att].flops(a, n, n_att, S) if att != "none" else (0, 0)  # each variant counts its own
+    keys, step_att = variant(cfg).flops(a, n, n_att, S, cfg) if att != "none" else (0, 0)  # each counts its own
     if cfg["combined_output"]:
         init = 2 * a * n * (2 if cfg["cell"] == "lstm" else 1)
         step = 2 * m * g * n + 2 * g * n * n + (2 * n * g * n if cfg["input_feeding"] else 0) + step_att \

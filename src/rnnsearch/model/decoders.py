@@ -20,8 +20,9 @@ is updated first and then queries the attention, and one tanh layer combines bot
 Either decoder runs a GRU (the paper's form, above) or an LSTM cell. The input projections of E y do not
 depend on the previous step, so under teacher forcing they are computed for the whole target sequence at once.
 
-The decoder state is one tensor, [s | LSTM memory cell | o_{t−1}] (the parts the configuration has), so that
-beam search reorders any decoder's state with one index.
+The decoder state is one tensor, [s | LSTM memory cell | o_{t−1} | the alignment model's memory] (the parts the
+configuration has; `Attention.split` and `Attention.join`), so that beam search reorders any decoder's state,
+the alignment model's with it, with one index.
 """
 
 from __future__ import annotations
@@ -157,11 +158,23 @@ class DeepOutput(nn.Module):
         return aligned_linear(self.dropout(t), self.W_o)
 
 
-def _context(attention, query: torch.Tensor, memory):
-    """c_i and α_i from the alignment model, or the fixed c (RNNencdec, α is None)."""
+def _context(attention, query: torch.Tensor, memory, mine: torch.Tensor | None = None):
+    """c_i, α_i and the alignment model's next state from the alignment model and its state `mine`, or the fixed c
+    (RNNencdec: α and the state are None)."""
     if attention is None:
-        return memory.c, None
-    return attention(query, memory.h, memory.keys, memory.mask)
+        return memory.c, None, None
+    return attention(query, memory.h, memory.keys, memory.mask, mine)
+
+
+def _split(attention, state: torch.Tensor, rnn_size: int, memory):
+    """A decoder's state → its recurrent part and the alignment model's state (None where it carries none)."""
+    if attention is None or not attention.state_size:
+        return state, None
+    return attention.split(state, rnn_size, memory.mask.size(1))
+
+
+def _join(attention, rnn: torch.Tensor, mine: torch.Tensor | None) -> torch.Tensor:
+    return rnn if mine is None else attention.join(rnn, mine)
 
 
 class DeepOutputDecoder(nn.Module):
@@ -175,19 +188,22 @@ class DeepOutputDecoder(nn.Module):
         self.output = DeepOutput(vocab_size, m, n, ctx_dim, l, dropout)
         # training runs the recurrence with its hand-written backward where one exists (False: plain autograd)
         self.fused = cell == "gru" and fused_serves(attention)
+        self.rnn_size = self.cell.state_size
 
     def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
         return self.cell.init_state(s0, cell0)
 
     def context(self, state: torch.Tensor, memory):
-        return _context(self.attention, self.cell.hidden(state), memory)
+        rnn, mine = _split(self.attention, state, self.rnn_size, memory)
+        return _context(self.attention, self.cell.hidden(rnn), memory, mine)
 
     def step(self, Ey: torch.Tensor, state: torch.Tensor, memory):
         """Ey (B, m) = E y_{i−1}, state (B, ·) → logits (B, K) of p(y_i), the next state, α_i (B, Tx) or None."""
-        s_prev = self.cell.hidden(state)  # (B, n)
-        c, alpha = _context(self.attention, s_prev, memory)
+        rnn, mine = _split(self.attention, state, self.rnn_size, memory)
+        s_prev = self.cell.hidden(rnn)  # (B, n)
+        c, alpha, mine = _context(self.attention, s_prev, memory, mine)
         logits = self.output(s_prev, self.output.V_o(Ey), c)
-        return logits, self.cell(self.cell.W(Ey), state, c), alpha
+        return logits, _join(self.attention, self.cell(self.cell.W(Ey), rnn, c), mine), alpha
 
     def forward(self, Ey: torch.Tensor, memory) -> torch.Tensor:
         """Teacher forcing: Ey (B, Ty, m) = E y_0 … E y_{Ty−1} → logits (B, Ty, K)."""
@@ -202,11 +218,11 @@ class DeepOutputDecoder(nn.Module):
                                               memory.mask)
             return self.output(S, self.output.V_o(Ey), C)
         W_Ey = self.cell.W(Ey).unbind(1)  # Ty × (B, ·): all input projections in one GEMM
-        state = memory.s0
+        state, mine = _split(self.attention, memory.s0, self.rnn_size, memory)
         states, contexts = [], []
         for i in range(Ty):
             s_prev = self.cell.hidden(state)
-            c, _ = _context(self.attention, s_prev, memory)
+            c, _, mine = _context(self.attention, s_prev, memory, mine)
             states.append(s_prev)
             contexts.append(c)
             if i + 1 < Ty:  # the last state is never read
@@ -230,25 +246,29 @@ class CombinedOutputDecoder(nn.Module):
         self.input_feeding = input_feeding
         self.n = n
         self.fused = cell == "gru" and attention is not None and fused_serves(attention)  # without dropout (forward)
+        self.rnn_size = self.cell.state_size + (n if input_feeding else 0)
 
     def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:
         state = self.cell.init_state(s0, cell0)
         return torch.cat([state, torch.zeros_like(s0)], dim=1) if self.input_feeding else state  # o_0 = 0
 
     def context(self, state: torch.Tensor, memory):
-        return _context(self.attention, self.cell.hidden(state), memory)
+        rnn, mine = _split(self.attention, state, self.rnn_size, memory)
+        return _context(self.attention, self.cell.hidden(rnn), memory, mine)
 
     def _advance(self, W_Ey: torch.Tensor, state: torch.Tensor, memory):
         """One step from the precomputed input projection: o_t (B, n), the next state, α_t."""
+        state, mine = _split(self.attention, state, self.rnn_size, memory)
         if self.input_feeding:
             rnn_state, o_prev = state.split([self.cell.state_size, self.n], dim=1)
             rnn_state = self.cell(W_Ey, rnn_state, o_prev)  # [E y ; o_{t−1}] as two input matrices
         else:
             rnn_state = self.cell(W_Ey, state, None)
         h_t = self.cell.hidden(rnn_state)  # (B, n)
-        a, alpha = _context(self.attention, h_t, memory)  # (B, ctx)
+        a, alpha, mine = _context(self.attention, h_t, memory, mine)  # (B, ctx)
         o = self.dropout(torch.tanh(self.W_u(torch.cat([a, h_t], dim=1))))  # (B, n)
-        return o, (torch.cat([rnn_state, o], dim=1) if self.input_feeding else rnn_state), alpha
+        rnn_state = torch.cat([rnn_state, o], dim=1) if self.input_feeding else rnn_state
+        return o, _join(self.attention, rnn_state, mine), alpha
 
     def step(self, Ey: torch.Tensor, state: torch.Tensor, memory):
         o, state, alpha = self._advance(self.cell.W(Ey), state, memory)

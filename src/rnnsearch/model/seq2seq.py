@@ -29,7 +29,8 @@ class Memory:
 
     h: torch.Tensor  # (B, Tx, ctx) annotations h_j (RNNsearch) or encoder states (RNNencdec)
     mask: torch.Tensor  # (B, Tx) True on real source words
-    s0: torch.Tensor  # (B, ·) initial decoder state (s_0, and the LSTM cell and o_0 where the decoder has them)
+    s0: torch.Tensor  # (B, ·) initial decoder state (s_0, and the LSTM cell, o_0 and the alignment model's memory
+    #                   where the decoder has them)
     keys: torch.Tensor | None = None  # (B, Tx, ·) the attention's precomputed part: U_a h_j for the paper's
     c: torch.Tensor | None = None  # (B, ctx) no attention (RNNencdec): the fixed context c = tanh(V h_Tx)
 
@@ -54,7 +55,7 @@ class Seq2Seq(nn.Module):
         m, n = cfg["m"], cfg["n"]
         self.encoder = Encoder(src_vocab, m, n, cfg["cell"], cfg["bidirectional"], PAD)
         enc = self.encoder.out_dim  # 2n or n
-        attention = make_attention(cfg["attention"], n, enc, cfg["n_align"])
+        attention = make_attention(cfg["attention"], n, enc, cfg["n_align"], cfg)
         ctx_dim = enc if attention is not None else n
         if attention is None:
             self.V = nn.Linear(enc, n)  # c = tanh(V h_Tx)
@@ -113,6 +114,8 @@ class Seq2Seq(nn.Module):
         else:
             s0 = self.decoder.init_state(torch.tanh(self.W_s(c if c is not None else final[:, -n:])))  # ←h_1
         keys = self.attention.precompute(h) if self.attention is not None else None
+        if self.attention is not None and self.attention.state_size:  # the alignment model's memory, at the end
+            s0 = self.attention.join(s0, self.attention.initial(keys, mask))
         return Memory(h=h, mask=mask, s0=s0, keys=keys, c=c)
 
     # ------------------------------------------------------------------------------- decoder
