@@ -272,3 +272,20 @@ def test_overlays_then_a_target_as_docs_cluster_md_writes_them():
     assert smk.returncode == 0 and "FileNotFoundError" not in out, out[-2000:]
     planned = set(re.findall(r"^rule (\w+):", out, re.M))
     assert {"download", "train"} <= planned and not planned & {"translate", "score", "tables"}, planned
+
+
+def test_gnmt_penalties_that_cannot_take_effect_are_errors_naming_the_key():
+    """decode.length_penalty / coverage_penalty replace length_norm's ranking (which must then be off), need a beam,
+    and the coverage penalty needs every model's attention; with those, the config is valid."""
+    c = params()
+    c["decode"].update(length_penalty=0.6)
+    assert "'decode.length_norm': GNMT's penalties replace its division by the length; set it false" in problems(c)
+    c["decode"].update(length_norm=False, beam=1)
+    assert "'decode.beam': GNMT's penalties rank a beam's finished translations; beam 1 has one" in problems(c)
+    c["decode"].update(beam=12, length_penalty=0.0, coverage_penalty=0.2)
+    msg = problems(c)
+    assert "'decode.coverage_penalty' sums each model's attention, and rnnencdec-30, rnnencdec-50 have none" in msg
+    for name in ("rnnencdec-30", "rnnencdec-50"):
+        del c["models"][name]
+    c["peer"]["model"] = "rnnsearch-30" if c["peer"]["model"].startswith("rnnencdec") else c["peer"]["model"]
+    cfg.validate(c)

@@ -167,3 +167,53 @@ def test_search_on_cuda_gives_the_cpus_translations(arch, beam, float32_products
         assert g.score == pytest.approx(c.score, abs=1e-4)
         if c.alpha is not None:
             assert torch.allclose(torch.as_tensor(g.alpha).cpu(), torch.as_tensor(c.alpha), atol=1e-4)
+
+
+@torch.no_grad()
+def forced(model, x, lengths, tokens):
+    """log p(tokens | x) and the attention (len(tokens), Tx) of one sentence, step by step by teacher forcing."""
+    memory = model.encode(x, lengths)
+    state, y, logp, alphas = memory.s0, torch.zeros(1, dtype=torch.long), 0.0, []
+    for w in tokens:
+        logits, state, alpha = model.step(y, state, memory)
+        logp += float(torch.log_softmax(logits, -1)[0, w])
+        alphas.append(alpha[0])
+        y = torch.tensor([w])
+    return logp, torch.stack(alphas)
+
+
+@pytest.mark.parametrize("arch", ["rnnsearch", "rnnsearch+neural"])
+def test_gnmt_penalties_rank_as_rescoring_every_finished_hypothesis_by_the_formula(arch):
+    """GNMT's eq. 14, s(Y, X) = log P(Y|X) / ((5 + |Y|) / 6)^α + β Σ_j log(min(Σ_i α_ij, 1)), computed here from
+    teacher forcing for every finished hypothesis of a beam, orders them as beam search with the penalties does;
+    the penalties change the order somewhere (a model whose </s> is likely gives hypotheses of several lengths)."""
+    model = tiny(arch, seed=3)
+    with torch.no_grad():
+        model.decoder.output.W_o.bias[EOS_ID] += 1.5
+    _, x, lengths = inputs(1)
+    K, changed = 6, 0
+    plain = beam_search(model, x, lengths, K, 1.5, 10, length_norm=False, n_best=K)
+    for a, b in ((0.6, 0.0), (0.0, 0.4), (1.0, 1.0)):
+        ranked = beam_search(model, x, lengths, K, 1.5, 10, length_norm=False, n_best=K, length_penalty=a,
+                             coverage_penalty=b)
+        for i in range(x.size(0)):
+            xi, li = x[i : i + 1, : lengths[i]], lengths[i : i + 1]
+
+            def formula(tokens):
+                logp, alpha = forced(model, xi, li, tokens)
+                return logp / ((5 + len(tokens)) / 6) ** a + b * float(torch.log(alpha.sum(0).clamp(max=1)).sum())
+
+            expected = sorted(plain[i], key=lambda h: formula(h.tokens), reverse=True)
+            assert [h.tokens for h in ranked[i]] == [h.tokens for h in expected], (a, b, i)
+            changed += [h.tokens for h in ranked[i]] != [h.tokens for h in plain[i]]
+    assert changed, "the penalties reordered nothing: the test would not see them"
+
+
+def test_penalties_that_cannot_take_effect_are_refused():
+    _, x, lengths = inputs(1)
+    with pytest.raises(ValueError, match="replace length_norm"):
+        beam_search(tiny("rnnsearch"), x, lengths, 3, 1.5, 10, length_norm=True, length_penalty=0.6)
+    with pytest.raises(ValueError, match="this model has none"):
+        beam_search(tiny("rnnencdec"), x, lengths, 3, 1.5, 10, length_norm=False, coverage_penalty=0.2)
+    with pytest.raises(ValueError, match="with beam 1 there is one"):
+        translate_ids(tiny("rnnsearch"), [[4, 5, 1]], 1, 1, 1.5, 10, length_norm=False, length_penalty=0.6)

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from rnnsearch.checks import dotted as _key, non_finite, penalty_checks
 from rnnsearch.commands import BY_NAME, Params
 from rnnsearch.data.corpus import SOURCES
 from rnnsearch.model.presets import PRESETS, check, model_config  # noqa: F401 (config.model_config: the model)
@@ -162,10 +163,6 @@ def env_overrides() -> dict | None:
     return json.loads(text) if text else None
 
 
-def _key(path: Iterable[Any]) -> str:
-    return ".".join(str(p) for p in path) or "(top level)"
-
-
 def _schema() -> dict:
     """workflow/schemas/params.schema.yaml with each data source's section (`data.<name>`, from its record)."""
     if not SCHEMA_PATH.exists():
@@ -187,7 +184,7 @@ def validate(config: dict, source: str = "params.yaml") -> None:
     for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         key = _key(err.absolute_path)
         if isinstance(err.instance, float) and not math.isfinite(err.instance):
-            continue  # _non_finite says it
+            continue  # non_finite says it
         if err.validator == "additionalProperties":
             allowed = sorted(err.schema.get("properties", {}))
             extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
@@ -208,36 +205,11 @@ def validate(config: dict, source: str = "params.yaml") -> None:
             problems.append(f"'{key}': model name {err.instance!r} must match {err.schema.get('pattern')}")
         else:
             problems.append(f"'{key}': {err.message}")
-    problems = _non_finite(config, schema) + problems  # NaN passes every bound of a JSON schema (a NaN < 0 is false)
+    problems = non_finite(config, schema) + problems  # NaN passes every bound of a JSON schema (a NaN < 0 is false)
     if not problems:
         problems = _cross_checks(config)
     if problems:
         raise ConfigError(f"{source}: invalid configuration:\n  - " + "\n  - ".join(problems))
-
-
-def _non_finite(value: Any, schema: dict, path: tuple = ()) -> list[str]:
-    """A problem for each NaN or ±inf in `value` (params.yaml's `.nan`, `.inf`; --config's, `dvc exp run -S`'s),
-    naming its key and what the schema allows there."""
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _non_finite(v, _below(schema, k), path + (k,))]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _non_finite(v, _below(schema, i), path + (i,))]
-    if not isinstance(value, float) or math.isfinite(value):
-        return []
-    bounds = [f"{sign} {schema[word]}" for word, sign in (("minimum", "≥"), ("exclusiveMinimum", ">"),
-                                                          ("maximum", "≤"), ("exclusiveMaximum", "<")) if word in schema]
-    return [f"'{_key(path)}': expected a finite number{' ' + ' and '.join(bounds) if bounds else ''}, got {value}"]
-
-
-def _below(schema: dict, key: str | int) -> dict:
-    """The part of a JSON schema that describes `key` of the value `schema` describes ({} where none does)."""
-    if isinstance(key, int):
-        items = schema.get("items")
-        return items if isinstance(items, dict) else {}
-    if key in schema.get("properties", {}):
-        return schema["properties"][key]
-    further = schema.get("additionalProperties")
-    return further if isinstance(further, dict) else {}
 
 
 def _cross_checks(config: dict) -> list[str]:
@@ -264,6 +236,7 @@ def _cross_checks(config: dict) -> list[str]:
         problems.append(f"'peer.model': {config['peer']['model']!r} is not a key of 'models' ({', '.join(config['models'])})")
     if fig["alignment_min_len"] > fig["alignment_max_len"]:
         problems.append("'figures.alignment_min_len' is larger than 'figures.alignment_max_len'")
+    problems += penalty_checks(config)
     edges = config["score"]["length_buckets"]
     if edges != sorted(set(edges)):
         problems.append(f"'score.length_buckets': upper edges must increase strictly, got {edges}")

@@ -65,6 +65,8 @@ class DecodeConfig:
     device: str
     threads: int
     processes: int
+    length_penalty: float = 0.0  # GNMT's α and β (Wu et al. 2016, eq. 14): 0 and 0 rank as before they existed
+    coverage_penalty: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,10 @@ PIPELINE: tuple[Stage, ...] = (
                help=_USER + "output limit a × source length + b: b"),
            arg("--no-length-norm", dest="length_norm", action="store_false",
                help=_USER + "rank finished translations by log-probability, not per word"),
+           arg("--length-penalty", type=at_least(0.0, float), default=UserOptions.length_penalty, metavar="α",
+               help=_USER + "GNMT's length penalty: rank by log-prob / ((5 + length) / 6)^α instead of per word"),
+           arg("--coverage-penalty", type=at_least(0.0, float), default=UserOptions.coverage_penalty, metavar="β",
+               help=_USER + "GNMT's coverage penalty: + β Σ_j log(min(Σ_i α_ij, 1)), a model with attention only"),
            arg("--max-src-len", type=at_least(1), default=UserOptions.max_src_len, metavar="N",
                help=_USER + "split longer lines (in tokens) at sentence punctuation and translate them piece by "
                             "piece"),

@@ -7,6 +7,11 @@ length is reached. The best finished hypothesis wins, by log-probability or, wit
 log-probability per word. All sentences of a batch and all their hypotheses advance in one tensor operation
 per step; only finished hypotheses are copied out in Python, and a sentence whose beam is exhausted leaves
 the batch, so the remaining steps compute only the sentences still searched.
+
+GNMT's penalties (Wu et al. 2016, eq. 14) rank the finished hypotheses instead, where either is set:
+    s(Y, X) = log P(Y|X) / lp(Y) + cp(X; Y),  lp(Y) = ((5 + |Y|) / 6)^α,  cp(X; Y) = β Σ_j log(min(Σ_i α_ij, 1))
+(|Y| with </s>, j over the real source words); α = β = 0 is the plain log-probability. They replace
+`length_norm`'s division by |Y|, and cp needs an alignment model.
 """
 
 from __future__ import annotations
@@ -29,6 +34,12 @@ class Hypothesis:
 
     def normalized(self) -> float:
         return self.score / max(len(self.tokens), 1)
+
+    def penalized(self, length_penalty: float, coverage_penalty: float) -> float:
+        """GNMT's s(Y, X) (eq. 14) with α = `length_penalty`, β = `coverage_penalty`."""
+        lp = ((5 + len(self.tokens)) / 6) ** length_penalty
+        cp = coverage_penalty * float(self.alpha.sum(0).clamp(max=1.0).log().sum()) if coverage_penalty else 0.0
+        return self.score / lp + cp
 
 
 def max_lengths(lengths: torch.Tensor, a: float, b: int) -> torch.Tensor:
@@ -83,10 +94,12 @@ def _restrict(logp: torch.Tensor, forbid_unk: bool, must_end: torch.Tensor, too_
 @torch.no_grad()
 def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_len_a: float,
                 max_len_b: int, forbid_unk: bool = False, length_norm: bool = True,
-                n_best: int = 1, min_len: int = 0) -> list[list[Hypothesis]]:
+                n_best: int = 1, min_len: int = 0, length_penalty: float = 0.0,
+                coverage_penalty: float = 0.0) -> list[list[Hypothesis]]:
     """Returns, per sentence, its `n_best` finished hypotheses, best first. No hypothesis ends before `min_len`
     words (</s> included); with max_len_a = 0 and max_len_b = min_len every output has exactly that length (the
-    fixed-length decoding of the speed benchmark)."""
+    fixed-length decoding of the speed benchmark). `length_penalty`, `coverage_penalty`: GNMT's α and β."""
+    key = ranking(model, length_norm, length_penalty, coverage_penalty)
     B, K, dev = x.size(0), beam, x.device
     memory = model.encode(x, lengths).index_select(torch.arange(B, device=dev).repeat_interleave(K))
     limits = max_lengths(lengths, max_len_a, max_len_b).to(dev).repeat_interleave(K)  # (B*K,)
@@ -134,8 +147,19 @@ def beam_search(model, x: torch.Tensor, lengths: torch.Tensor, beam: int, max_le
             alpha_hist = alpha_hist[rows] if alpha_hist is not None else None
             scores, n_finished = scores[keep], n_finished[keep]
             active = [active[i] for i in keep.tolist()]
-    key = Hypothesis.normalized if length_norm else (lambda h: h.score)
     return [sorted(f, key=key, reverse=True)[:n_best] for f in finished]
+
+
+def ranking(model, length_norm: bool, length_penalty: float, coverage_penalty: float):
+    """How finished hypotheses are ranked: by log-probability (per word with `length_norm`), or by GNMT's s(Y, X)
+    where a penalty is set; a combination that cannot take effect is a ValueError."""
+    if not (length_penalty or coverage_penalty):
+        return Hypothesis.normalized if length_norm else (lambda h: h.score)
+    if length_norm:
+        raise ValueError("GNMT's penalties replace length_norm's division by the length: set length_norm false")
+    if coverage_penalty and model.attention is None:
+        raise ValueError("the coverage penalty sums a model's attention, and this model has none")
+    return lambda h: h.penalized(length_penalty, coverage_penalty)
 
 
 def _collect(ended: torch.Tensor, top: torch.Tensor, history: torch.Tensor, alpha_hist: torch.Tensor | None,
@@ -154,15 +178,16 @@ def _collect(ended: torch.Tensor, top: torch.Tensor, history: torch.Tensor, alph
 
 def translate_ids(model, src_ids: list[list[int]], beam: int, batch_size: int, max_len_a: float, max_len_b: int,
                   forbid_unk: bool = False, length_norm: bool = True, device="cpu", progress=None,
-                  min_len: int = 0) -> list[Hypothesis]:
+                  min_len: int = 0, **penalties: float) -> list[Hypothesis]:
     """Best hypothesis for each source sentence (id lists ending in </s>), in input order."""
     return [h[0] for h in translate_nbest(model, src_ids, beam, batch_size, max_len_a, max_len_b, forbid_unk,
-                                          length_norm, device, progress, min_len=min_len)]
+                                          length_norm, device, progress, min_len=min_len, **penalties)]
 
 
 def translate_nbest(model, src_ids: list[list[int]], beam: int, batch_size: int, max_len_a: float, max_len_b: int,
                     forbid_unk: bool = False, length_norm: bool = True, device="cpu", progress=None,
-                    n_best: int = 1, min_len: int = 0) -> list[list[Hypothesis]]:
+                    n_best: int = 1, min_len: int = 0, length_penalty: float = 0.0,
+                    coverage_penalty: float = 0.0) -> list[list[Hypothesis]]:
     """The `n_best` (≤ beam) best finished hypotheses of each source sentence, best first, in input order.
 
     Sentences are decoded in length-sorted batches; the result does not depend on the batch composition
@@ -170,6 +195,8 @@ def translate_nbest(model, src_ids: list[list[int]], beam: int, batch_size: int,
     """
     if n_best > beam:
         raise ValueError(f"n-best {n_best} needs a beam at least as wide (beam {beam})")
+    if beam == 1 and (length_penalty or coverage_penalty):
+        raise ValueError("GNMT's penalties rank a beam's finished translations: with beam 1 there is one")
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     result: list[list[Hypothesis]] = [[] for _ in src_ids]
     with torch.no_grad(), prepacked(model.decoder, min(batch_size, len(src_ids)) * beam):  # rows of a step
@@ -181,7 +208,7 @@ def translate_nbest(model, src_ids: list[list[int]], beam: int, batch_size: int,
                 found = [[h] for h in greedy(model, x, lengths, max_len_a, max_len_b, forbid_unk, min_len)]
             else:
                 found = beam_search(model, x, lengths, beam, max_len_a, max_len_b, forbid_unk, length_norm,
-                                    n_best, min_len)
+                                    n_best, min_len, length_penalty, coverage_penalty)
             for i, hyps in zip(idx, found):
                 result[i] = hyps
             if progress is not None:

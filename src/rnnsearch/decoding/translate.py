@@ -82,7 +82,8 @@ def _translate(checkpoint: str, test: TestFiles, out: Path, decode: DecodeConfig
     src_tok, ref_tok = read_lines(test.src), read_lines(test.ref)
     src_ids = [src_vocab.encode(s.split()) for s in src_tok]
     opts = dict(beam=decode.beam, batch_size=decode.batch_size, max_len_a=decode.max_len_a,
-                max_len_b=decode.max_len_b, length_norm=decode.length_norm, device=device)
+                max_len_b=decode.max_len_b, length_norm=decode.length_norm, device=device,
+                length_penalty=decode.length_penalty, coverage_penalty=decode.coverage_penalty)
 
     start = time.perf_counter()
     bar = _progress(len(src_ids[:: world.size]), f"{config['name']} beam {opts['beam']}") if world.leader else None

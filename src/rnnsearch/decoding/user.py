@@ -40,6 +40,8 @@ class UserOptions:
     max_len_a: float = 1.5
     max_len_b: int = 10
     length_norm: bool = True
+    length_penalty: float = 0.0  # GNMT's α and β (rnnsearch.decoding.search): either replaces length_norm
+    coverage_penalty: float = 0.0
     n_best: int = 1
     max_src_len: int = 150
     src_lang: str | None = None  # None: the checkpoint's data.src (en for a checkpoint without it)
@@ -144,8 +146,10 @@ class UserTranslator:
         tokens = [t.split() for t in tokenize_lines(lines, o.src_lang, normalize_punctuation=o.normalize_punctuation)]
         parts = [pieces(t, o.max_src_len) for t in tokens]  # (line, piece) → tokens
         flat = [sv.encode(p) for ps in parts for p in ps]
+        gnmt = dict(length_penalty=o.length_penalty, coverage_penalty=o.coverage_penalty)
         nbest = iter(translate_nbest(self.model, flat, beam=o.beam, batch_size=o.batch_size, max_len_a=o.max_len_a,
-                                     max_len_b=o.max_len_b, length_norm=o.length_norm, n_best=o.n_best))
+                                     max_len_b=o.max_len_b, length_norm=o.length_norm and not any(gnmt.values()),
+                                     n_best=o.n_best, **gnmt))
         out = []
         for k, ps in enumerate(parts):
             found = [next(nbest) for _ in ps]
@@ -201,6 +205,12 @@ def translate_user(checkpoint: str, text: UserText, opts: UserOptions, src_vocab
         raise InputError(f"{checkpoint}: this model has no alignment model (attention: none, as RNNencdec): "
                          "--alignment and --heatmap-dir need a model with attention")
     opts = translator.opts
+    if opts.coverage_penalty and translator.model.attention is None:
+        raise InputError(f"{checkpoint}: this model has no alignment model (attention: none, as RNNencdec): "
+                         "--coverage-penalty sums a model's attention")
+    if opts.beam == 1 and (opts.length_penalty or opts.coverage_penalty):
+        raise InputError("--length-penalty and --coverage-penalty rank a beam's finished translations: they need "
+                         "--beam 2 or more")
     lines = read_user_lines(input, opts.unicode)
     typed = input == "-" and sys.stdin.isatty()  # a person at a terminal: each line answered as it is typed
     if typed:

@@ -48,9 +48,6 @@ def resolve(arch: str, sizes: dict, overrides: dict | None = None) -> dict:
     cfg.update({k: v for k, v in (overrides or {}).items() if k in SWITCHES})
     problems = check(cfg)
     for key, (switch, value, default) in OWN_SIZES.items():
-        if cfg.get(switch, "none") != value and cfg.get(key, default) != default:
-            problems.append(f"{key} sizes {switch} '{value}', not {switch} {cfg.get(switch, 'none')!r}: it cannot "
-                            "take effect")
         if cfg.get(switch) == value:
             cfg.setdefault(key, default)
     if cfg.get("coverage") == "none":
@@ -74,6 +71,10 @@ def check(cfg: dict) -> list[str]:
     elif cfg.get("coverage", "none") != "none" and cfg["attention"] != "additive":
         problems.append(f"coverage {cfg['coverage']!r} extends the additive alignment model (Tu et al. 2016): it "
                         f"needs attention: additive, not {cfg['attention']!r}")
+    for key, (switch, value, _) in OWN_SIZES.items():
+        if key in cfg and cfg.get(switch, "none") != value:
+            problems.append(f"{key} sizes {switch} '{value}', not {switch} {cfg.get(switch, 'none')!r}: it cannot "
+                            "take effect")
     if cfg.get("location_width", 1) % 2 == 0:
         problems.append(f"location_width {cfg['location_width']}: the filters are centred on word j, so their "
                         "width is odd")
