@@ -147,8 +147,10 @@ def test_a_sentence_typed_on_a_terminal_is_answered_before_the_next(data: Path, 
 def test_a_reader_that_goes_away_ends_translate_quietly(data: Path, reference: Path, tmp_path: Path):
     """`rnnsearch translate --input F | head -1`, as a shell runs it: the reader closes the pipe after one line while
     translate still writes (200 lines: four chunks; 50 lines: one chunk, written in more than one piece, which raced
-    the reader). translate ends with exit status 141 (SIGPIPE's, as a shell reports a Unix tool's) or 0, nothing on
-    stderr, and head's line is the whole first translation. Three runs each."""
+    the reader). translate ends with exit status 141 (SIGPIPE's, as a shell reports a Unix tool's) or 0, and head's
+    line is the whole first translation. On 200 lines nothing is said on stderr; on 50, written whole before head
+    closed the pipe, translate's own notes on its translations may follow (this test's barely trained model reaches
+    the output limit, depending on how many threads trained it), and nothing else. Three runs each."""
     dev = (data / "dev.en").read_text().splitlines()
     for count in (200, 50):
         text = tmp_path / f"{count}.en"
@@ -158,6 +160,7 @@ def test_a_reader_that_goes_away_ends_translate_quietly(data: Path, reference: P
                     f"| head -1; echo \"status ${{PIPESTATUS[0]}}\" >&2")
         for _ in range(3):
             p = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, timeout=300)
-            status = p.stderr.splitlines()[-1]
-            assert status in ("status 0", "status 141") and p.stderr.splitlines()[:-1] == [], (count, p.stderr)
+            *said, status = p.stderr.splitlines()
+            notes = [line for line in said if "rnnsearch.translate WARNING" in line and " lines whose translation" in line]
+            assert status in ("status 0", "status 141") and said == (notes if count == 50 else []), (count, p.stderr)
             assert p.stdout == first + "\n", (count, p.stdout)

@@ -223,6 +223,7 @@ def final_outputs():
         "results/tables/table1_replicates.csv",
         "results/tables/table2.csv",
         "results/tables/table2.md",
+        "results/tables/alignment.md",
         "results/figures/bleu_by_length.png",
         "results/figures/bleu_by_length.pdf",
         "results/figures/bleu_by_length.csv",

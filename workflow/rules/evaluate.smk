@@ -40,6 +40,11 @@ rule tables:
             caption="../report/table2.rst",
             category="Tables",
         ),
+        report(
+            multiext("results/tables/alignment", ".csv", ".md", ".rst"),
+            caption="../report/alignment.rst",
+            category="Tables",
+        ),
         "results/tables/metrics.json",  # the headline metrics of DVC (Table 1's BLEU means)
     params:
         stage=stage_params("tables"),
@@ -150,6 +155,7 @@ rule report:
     input:
         table1="results/tables/table1.md",
         table2="results/tables/table2.md",
+        alignment_table="results/tables/alignment.md",
         figure2="results/figures/bleu_by_length.png",
         alignments=expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
         scores=each_replicate("results/scores/{model}/replicate{replicate}.json"),
@@ -174,7 +180,8 @@ rule report:
     shell:
         "rnnsearch report --table1 {input.table1} --table2 {input.table2} --figure2 {input.figure2}"
         " --alignments {input.alignments} --scores {params.scores} --src {input.src} --ref {input.ref}"
-        " --hyps {params.hyps} {params.aer} --explorer {input.explorer} --out {output} --log {log}"
+        " --hyps {params.hyps} {params.aer} --explorer {input.explorer} --alignment-table {input.alignment_table}"
+        " --out {output} --log {log}"
 
 
 rule score_extra:

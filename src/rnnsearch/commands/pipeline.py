@@ -195,6 +195,7 @@ PIPELINE: tuple[Stage, ...] = (
                help="each model's raw translations"),
            arg("--aer", help="the aer stage's JSON, when there is one"),
            arg("--explorer", help="the explorer page, which the report links"),
+           arg("--alignment-table", help="the tables stage's alignment.md: dropped and repeated words by length"),
            arg("--out", required=True, help="the report (Markdown)")),
           settings={"config": ("seed", "replicates", "data", "tokenize", "vocab", "model", "models", "train",
                                "decode", "score", "aer", "figures")}),

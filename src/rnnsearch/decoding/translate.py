@@ -17,7 +17,7 @@ from rnnsearch.data.vocab import Vocab
 from rnnsearch.decoding.search import translate_ids
 from rnnsearch.decoding.user import UserOptions, UserText, translate_user
 from rnnsearch.distributed import World, detect, process_device, process_group, share_work, started_as
-from rnnsearch.evaluation.score import no_unk_ids
+from rnnsearch.evaluation.bleu import no_unk_ids
 from rnnsearch.runtime import resolve_device
 from rnnsearch.settings import DecodeConfig
 from rnnsearch.textio import (

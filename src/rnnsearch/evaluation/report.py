@@ -85,6 +85,7 @@ class ReportInputs:
     alignments: list[str]
     aer: str | None = None
     explorer: str | None = None
+    alignment_table: str | None = None  # tables/alignment.md: dropped, attended-again, repeated words by length
 
 
 def run_report(config: dict, inputs: ReportInputs, scores: list[str], src: str, ref: str,
@@ -118,6 +119,9 @@ def run_report(config: dict, inputs: ReportInputs, scores: list[str], src: str, 
     for j, b in enumerate(next(iter(groups.values()))[0]["by_length"]):
         cells = [_bleu_cell(runs, j) for runs in groups.values()]
         lines.append(f"| {b['bucket']} ({b['sentences']} sent.) | " + " | ".join(cells) + " |")
+    if inputs.alignment_table:
+        lines += ["", "## Dropped and repeated words by sentence length", "",
+                  Path(inputs.alignment_table).read_text(encoding="utf-8")]
     lines += ["", *figure3_caption(params["figures"], names.get(params["figures"]["alignment_model"],
                                                                params["figures"]["alignment_model"]), several)]
     lines += [f"![{Path(a).stem}]({_rel(a, base)})" for a in alignments]

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from rnnsearch.data.vocab import Vocab
+from rnnsearch.evaluation.bleu import no_unk_ids, tokenized_bleu  # noqa: F401 (imported from here too)
+from rnnsearch.evaluation.coverage import alignment_measures
 from rnnsearch.settings import ScoreConfig
 from rnnsearch.textio import (
     InputError,
@@ -25,16 +26,6 @@ from rnnsearch.textio import (
     write_json_atomic,
     write_lines_atomic,
 )
-
-
-def no_unk_ids(src_tok: list[str], ref_tok: list[str], src_vocab: Vocab, tgt_vocab: Vocab) -> list[int]:
-    """Sentences whose source and reference words are all in the shortlists (Table 1, "No UNK")."""
-    return [i for i, (s, r) in enumerate(zip(src_tok, ref_tok))
-            if all(w in src_vocab for w in s.split()) and all(w in tgt_vocab for w in r.split())]
-
-
-def tokenized_bleu(hyps: list[str], refs: list[str]):
-    return BLEU(tokenize="none", force=True).corpus_score(hyps, [refs])
 
 
 def sentence_stats(hyps: list[str], refs: list[str]) -> np.ndarray:
@@ -138,9 +129,20 @@ def run_score(model: str, src: str, ref_tok: str, ref: str, hyp_dir: str, out: s
                                      "sacrebleu tokenize=none",
         "bootstrap_samples": bootstrap,
         "by_length": bleu_by_length(src_tok, hyp_tok, ref_tok, edges, bootstrap, seed),
+        "alignment": _alignment(src_tok, hyp_tok, ref_tok, Path(hyp_dir) / "attention.npz", edges),
     }
     write_json_atomic(out, result)
     return result
+
+
+def _alignment(src_tok: list[str], hyp_tok: list[str], ref_tok: list[str], npz: Path, edges: list[int]) -> dict:
+    """rnnsearch.evaluation.coverage's measures of the translations: dropped and attended-again source words from
+    the attention the translate stage wrote (none for a model without attention), repetition for every model."""
+    bins = [(bucket_label(lo, hi), lo, hi) for lo, hi in buckets(edges)]
+    with np.load(npz) as alphas:
+        has = len(alphas.files) > 0
+        return alignment_measures(src_tok, hyp_tok, ref_tok, {k: alphas[k] for k in alphas.files} if has else None,
+                                  bins)
 
 
 def bleu_chrf(hyps: list[str], refs: list[str]) -> dict:

@@ -1,5 +1,6 @@
 """Stage 8a: the paper's Table 1 (BLEU, All and No UNK) and Table 2 (learning statistics) as CSV and Markdown,
-each model's mean ± sd over its replicates."""
+each model's mean ± sd over its replicates; beside them, the alignment table: dropped and attended-again source
+words and repetition by source length (rnnsearch.evaluation.coverage)."""
 
 from __future__ import annotations
 
@@ -159,6 +160,39 @@ def table2(groups: dict[str, list[dict]],
     return pd.DataFrame(rows), pd.DataFrame(display), notes
 
 
+MEASURES = {"dropped": "dropped", "attended again": "attended_again", "repetition": "repetition"}
+
+
+def table_alignment(groups: dict[str, list[dict]],
+                    names: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Dropped and attended-again source words and repetition (rnnsearch.evaluation.coverage), in percent, one row
+    per model and measure, one column for All and one per source-length bucket: each model's mean (± sd) over
+    its replicates. A model without attention has repetition only; score files written before the measures
+    existed are left out."""
+    rows, display = [], []
+    for m, runs in groups.items():
+        runs = [r["alignment"] for r in runs if "alignment" in r]
+        if not runs:
+            continue
+        for measure, key in MEASURES.items():
+            cells = {"All": [r["all"][key] for r in runs],
+                     **{b["bucket"]: [r["by_length"][k][key] for r in runs] for k, b in enumerate(runs[0]["by_length"])}}
+            if all(v is None for values in cells.values() for v in values):
+                continue
+            row, show = {"Model": m, "Measure": measure}, {"Model": (names or {}).get(m, m), "Measure": measure}
+            for col, values in cells.items():
+                values = [100 * v for v in values if v is not None]
+                mean, sd = mean_sd(values) if values else (None, None)
+                row[col], row[col + " sd"] = mean, sd
+                show[col] = shown(mean, sd, 1) if mean is not None else "–"
+            rows.append(row)
+            display.append(show)
+    definition = next((r["alignment"]["definition"] for runs in groups.values() for r in runs if "alignment" in r), "")
+    notes = [f"Percent of source words or output n-grams: {definition}. Columns: source length in words.",
+             "A model without attention (RNNencdec) has no alignment to sum: repetition only."]
+    return pd.DataFrame(rows), pd.DataFrame(display), notes
+
+
 def run_tables(scores: list[str], train_stats: list[str], hyps: list[str], ref_tok: str, score: ScoreConfig,
                replicates: int, out_dir: str) -> None:
     """Table 1 (table1.csv, table1.md, table1_replicates.csv) and Table 2 from the score and train_stats JSONs of
@@ -188,6 +222,8 @@ def run_tables(scores: list[str], train_stats: list[str], hyps: list[str], ref_t
     stats = [read_json(f) for f in stats_files]
     numbers, display, notes2 = table2(by_model(stats), paper_names(stats))
     _write(numbers, display, out / "table2", notes2)
+    numbers, display, notes = table_alignment(groups, paper_names(scores))
+    _write(numbers, display, out / "alignment", notes)
 
 
 def headline(table1_numbers: pd.DataFrame) -> dict:

@@ -9,7 +9,7 @@ from torch.nn import functional as F
 from rnnsearch.data.batching import Batch, sequential_batches
 from rnnsearch.data.vocab import PAD_ID, Vocab
 from rnnsearch.decoding.search import translate_ids
-from rnnsearch.evaluation.score import tokenized_bleu
+from rnnsearch.evaluation.bleu import tokenized_bleu
 from rnnsearch.model import triton_kernels
 from rnnsearch.training.loss_kernels import summed_nll
 
