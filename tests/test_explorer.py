@@ -190,3 +190,14 @@ def test_the_explorer_opens_on_long_sentences_and_a_click_shows_the_sentence(tmp
         assert report["first_heatmap"] == report["model_a"], report
         heatmap = report["first_heatmap_box"]
         assert on_screen(heatmap, report["height"]) and heatmap["bottom"] <= report["height"] - 8 + PIXEL, report
+    # under the heatmap, each source word's total attention, dropped and attended-again words marked, as the
+    # alignment table counts them (rnnsearch.evaluation.coverage) from the same α at full precision
+    with np.load(tmp_path / report["model_a"] / "attention.npz") as npz:
+        alpha = npz[str(report["clicked_line"] - 1)].astype(np.float64)
+    total = alpha.sum(axis=0)
+    assert len(report["totals"]) == alpha.shape[1], report["totals"]
+    assert np.abs(np.array(report["totals"]) - total).max() <= 0.005 + alpha.shape[0] * 0.5 / 255
+    kinds = ["dropped" if t < 0.5 else "again" if t > 1.5 else "" for t in total[:-1]] + [""]  # not its </s>
+    near = [abs(t - 0.5) < 0.05 or abs(t - 1.5) < 0.05 for t in total]  # where 8-bit α may round across
+    assert all(k == want or close for k, want, close in zip(report["total_kinds"], kinds, near)), report
+    assert report["word_kinds"] == report["total_kinds"] and {"dropped", "again"} & set(report["total_kinds"])

@@ -27,6 +27,10 @@
       const first = document.querySelector("#sentence table.heatmap");
       report.first_heatmap = first ? first.dataset.model : null;
       report.first_heatmap_box = first ? box(first) : null;
+      const totals = first ? [...first.querySelectorAll("tr.total td")] : [];
+      report.totals = totals.map(td => Number(td.title));  // each source word's Σ_i α_ij, as the page shows it
+      report.total_kinds = totals.map(td => td.className);
+      report.word_kinds = first ? [...first.querySelectorAll("th.col")].map(th => th.className.replace("col", "").trim()) : [];
     } catch (e) {
       report.error = String(e);
     }
