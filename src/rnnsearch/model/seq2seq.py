@@ -115,7 +115,7 @@ class Seq2Seq(nn.Module):
             s0 = self.decoder.init_state(torch.tanh(self.W_s(c if c is not None else final[:, -n:])))  # ←h_1
         keys = self.attention.precompute(h) if self.attention is not None else None
         if self.attention is not None and self.attention.state_size:  # the alignment model's memory, at the end
-            s0 = self.attention.join(s0, self.attention.initial(keys, mask))
+            s0 = self.attention.join(s0, self.attention.initial(keys, mask).to(s0.dtype))  # keys may be autocast's
         return Memory(h=h, mask=mask, s0=s0, keys=keys, c=c)
 
     # ------------------------------------------------------------------------------- decoder
