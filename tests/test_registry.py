@@ -106,8 +106,12 @@ def test_import_closure_follows_imports_inside_functions():
     """translate imports the tokenizer inside a function (for users' text) and the checkpoint at the top."""
     code = commands.stage_code("translate")
     assert {"src/rnnsearch/data/text.py", "src/rnnsearch/data/vocab.py", "src/rnnsearch/checkpoint.py",
-            "src/rnnsearch/model/fused.py", "src/rnnsearch/evaluation/score.py"} <= set(code)
+            "src/rnnsearch/model/fused.py", "src/rnnsearch/evaluation/bleu.py"} <= set(code)
     assert "src/rnnsearch/training/train.py" not in code  # decoding does not import training
+    for stage in ("train", "translate"):  # nor do they import the score stage's measures: changing those reruns neither
+        assert not {"src/rnnsearch/evaluation/score.py", "src/rnnsearch/evaluation/coverage.py"} & set(
+            commands.stage_code(stage)), stage
+    assert "src/rnnsearch/evaluation/coverage.py" in commands.stage_code("score")
     assert "src/rnnsearch/model/fused.py" not in commands.stage_code("tokenize")
     assert "src/rnnsearch/peer/joeynmt_driver.py" in commands.stage_code("peer")  # a script it runs
 

@@ -62,8 +62,7 @@ def reference_beam(model, x, length, K, limit):
     return max(finished, key=lambda e: e[1])
 
 
-@pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec", "luong", "rnnsearch+location", "rnnsearch+neural",
-                                  "luong+additive+neural"])
+@pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec", "luong", "rnnsearch+neural", "luong+additive+neural"])
 def test_batched_beam_search_equals_the_plain_reference(arch):
     """Scores are the model's log-probabilities and the batched search finds exactly what the plain one does.
     With an alignment model with memory (location-aware, coverage), this holds only if the search reorders the
