@@ -39,6 +39,11 @@ def _below(schema: dict, key: str | int) -> dict:
     return further if isinstance(further, dict) else {}
 
 
+def has_attention(entry: dict) -> bool:
+    """Whether a model of `models` (its entry: arch and overrides) has an alignment model."""
+    return entry.get("attention", PRESETS[entry["arch"]]["attention"]) != "none"
+
+
 def penalty_checks(config: dict) -> list[str]:
     """GNMT's penalties (decode.length_penalty, decode.coverage_penalty) where they can take effect."""
     decode, problems = config["decode"], []
@@ -47,8 +52,7 @@ def penalty_checks(config: dict) -> list[str]:
             problems.append("'decode.length_norm': GNMT's penalties replace its division by the length; set it false")
         if decode["beam"] == 1:
             problems.append("'decode.beam': GNMT's penalties rank a beam's finished translations; beam 1 has one")
-    blind = [name for name, entry in config["models"].items()
-             if entry.get("attention", PRESETS[entry["arch"]]["attention"]) == "none"]
+    blind = [name for name, entry in config["models"].items() if not has_attention(entry)]
     if decode["coverage_penalty"] and blind:
         problems.append(f"'decode.coverage_penalty' sums each model's attention, and {', '.join(blind)} have none: "
                         f"drop them from this run (an overlay's `remove: [{', '.join('models.' + b for b in blind)}]`)")

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from rnnsearch.checks import dotted as _key, non_finite, penalty_checks
+from rnnsearch.checks import dotted as _key, has_attention, non_finite, penalty_checks
 from rnnsearch.commands import BY_NAME, Params
 from rnnsearch.data.corpus import SOURCES
 from rnnsearch.model.presets import PRESETS, check, model_config  # noqa: F401 (config.model_config: the model)
@@ -219,7 +219,7 @@ def _cross_checks(config: dict) -> list[str]:
     if target is None:
         problems.append(f"'figures.alignment_model': {fig['alignment_model']!r} is not a key of 'models' "
                         f"({', '.join(config['models'])})")
-    elif target.get("attention", PRESETS[target["arch"]]["attention"]) == "none":
+    elif not has_attention(target):
         problems.append(f"'figures.alignment_model': {fig['alignment_model']!r} has no attention (arch {target['arch']})")
     for name, entry in config["models"].items():
         sizes = {**config["model"], **entry}

@@ -168,13 +168,11 @@ def _context(attention, query: torch.Tensor, memory, mine: torch.Tensor | None =
 
 def _split(attention, state: torch.Tensor, rnn_size: int, memory):
     """A decoder's state → its recurrent part and the alignment model's state (None where it carries none)."""
-    if attention is None or not attention.state_size:
-        return state, None
-    return attention.split(state, rnn_size, memory.mask.size(1))
+    return (state, None) if attention is None else attention.split(state, rnn_size, memory.mask.size(1))
 
 
 def _join(attention, rnn: torch.Tensor, mine: torch.Tensor | None) -> torch.Tensor:
-    return rnn if mine is None else attention.join(rnn, mine)
+    return rnn if attention is None else attention.join(rnn, mine)
 
 
 class DeepOutputDecoder(nn.Module):
