@@ -296,8 +296,10 @@ def test_the_kernels_under_tritons_interpreter_give_the_autograd_results():
     test_fused.py's comparisons on the CPU (fp32 and bf16, padded rows, sentences of 1 and 50 words) and this
     file's, the fused path then running every kernel of model/triton_kernels.py and model/attention_kernels.py.
     (The encoder's float64
-    finite-difference checks stay out: the kernels compute in float32; so does the comparison of three whole
-    training updates, whose gradients the other comparisons check kernel by kernel: 25 s of the test command.)"""
+    finite-difference checks stay out: the kernels compute in float32; so do the comparison of three whole
+    training updates, whose gradients the other comparisons check kernel by kernel (25 s of a core), and the
+    50-word comparison in float32 (22 s), whose masks and products the comparisons at 13 words and at sizes that
+    are not whole tiles check: the 50 words stay for bf16, where rounding accumulates over the steps.)"""
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (README's install, `.[dev]`, installs it: the kernels then run here "
                     "under its interpreter)")
@@ -307,7 +309,7 @@ def test_the_kernels_under_tritons_interpreter_give_the_autograd_results():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     p = subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rs",
                         "-n", "0", "-m", "not cuda and not slow",
-                        "-k", "not finite_differences and not training_updates_are_the_same",
+                        "-k", "not finite_differences and not training_updates_are_the_same and not (50_words and fp32)",
                         str(tests / "test_fused.py"), str(tests / "test_triton.py")],
                        capture_output=True, text=True, env=env, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
