@@ -15,6 +15,9 @@ from rnnsearch.training.optimizers import make_optimizer
 from rnnsearch.training.train import batch_nll
 
 from .test_fused import FUSED, model_and_batch
+from .test_fused_memory import MEMORY
+
+MODELS = {**FUSED, **{name: ("rnnsearch", overrides) for name, overrides in MEMORY.items()}}
 
 
 def loss_and_grads(model, batch):
@@ -24,11 +27,12 @@ def loss_and_grads(model, batch):
     return loss.detach(), [p.grad.clone() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("name", list(FUSED))
+@pytest.mark.parametrize("name", list(MODELS))
 def test_a_padded_minibatch_through_the_every_row_encoder_gives_the_same_loss_and_gradients(name):
     """Source and target padded to multiples of 4 (and of 8) words, every row run for all Tx steps: the loss
-    and every gradient of the unpadded minibatch, to float32 rounding."""
-    arch, overrides = FUSED[name]
+    and every gradient of the unpadded minibatch, to float32 rounding (the alignment models with memory too:
+    their state on padded source words never reaches a real word's energy)."""
+    arch, overrides = MODELS[name]
     model, batch = model_and_batch(arch, overrides, seed=3)
     want_loss, want = loss_and_grads(model, batch)
     for step in (4, 8):
@@ -67,12 +71,15 @@ def _relative_difference(model, twin, before) -> float:
 @pytest.mark.cuda
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("optimizer", ["adadelta", "adam"])
-def test_updates_from_cuda_graphs_follow_the_eager_updates(precision, optimizer):
+@pytest.mark.parametrize("variant", ["additive", *MEMORY])
+def test_updates_from_cuda_graphs_follow_the_eager_updates(precision, optimizer, variant):
     """Four minibatches of one padded shape and one of another through UpdateGraphs (eager, recorded and
     replayed, replayed with new data, a new shape eagerly) against the same five updates run eagerly on a copy:
     the parameters' change agrees to 1 % (two eager runs on a GPU differ by about 0.3 %: docs/benchmarks.md),
-    where a replay on stale inputs or at a stale learning rate would differ by about the update itself."""
-    model, _ = model_and_batch("rnnsearch", {}, seed=5, device="cuda")
+    where a replay on stale inputs or at a stale learning rate would differ by about the update itself. The
+    alignment models with memory run through autograd on CUDA, in the same graphs."""
+    model, _ = model_and_batch("rnnsearch", MEMORY.get(variant, {}), seed=5, device="cuda")
+    assert (model.decoder.attention.state_size > 0) == (variant in MEMORY)
     batches = [model_and_batch("rnnsearch", {}, seed=s)[1] for s in (6, 7, 8, 9)]  # the same lengths
     batches.append(model_and_batch("rnnencdec", {}, seed=10)[1])
     batches[-1].y_in, batches[-1].y_out = batches[-1].y_in[:, :5], batches[-1].y_out[:, :5]  # another shape

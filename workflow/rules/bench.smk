@@ -106,6 +106,24 @@ rule bench_ddp:
 
 
 
+rule bench_memory:
+    """A training update of RNNsearch with each alignment model with memory against the paper's RNNsearch on the
+    CPU, in one process, at the paper's and the embedded corpus's sizes (`snakemake --cores 2
+    results/bench/memory.json`; docs/benchmarks.md)."""
+    input:
+        code=stage_code("bench-memory"),
+    output:
+        "results/bench/memory.json",
+    threads: 256  # all of --cores
+    conda:
+        "../../envs/rnnsearch.yaml"
+    log:
+        "results/logs/bench_memory.log",
+    shell:
+        "rnnsearch bench-memory --sizes paper embedded --length 50 --steps 5 --threads {threads} --out {output}"
+        " --log {log}"
+
+
 rule bench_dp_graphs:
     """Data-parallel updates from CUDA graphs, 1 process against 2 under torchrun, in bf16 and fp32 at the paper's
     size on a GPU (`snakemake --cores 2 results/bench/dp_graphs.json`; two processes on one GPU need

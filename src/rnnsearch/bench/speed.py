@@ -89,6 +89,7 @@ def run_bench_decode(checkpoint: str, src: str, src_vocab: str, beams: list[int]
 TRAIN_SIZES = {
     "paper": {"m": 620, "n": 1000, "n_align": 1000, "l": 500, "vocab": 30000},
     "bench": {"m": 256, "n": 512, "n_align": 512, "l": 256, "vocab": 8000},
+    "embedded": {"m": 64, "n": 96, "n_align": 96, "l": 64, "vocab": 1000},  # params.yaml's model and shortlists
 }
 
 
@@ -202,10 +203,11 @@ def set_tf32(device: torch.device, precision: str) -> None:
 
 
 def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: int, device_name: str, seed: int,
-                       precision: str, capturable: bool = False):
-    """The training benchmarks' model (`size` of TRAIN_SIZES, on the device, in training mode), its Adadelta, and
-    one batch of `batch` random pairs of `length` words each side (uniform over the shortlist, </s> added);
-    returns (model, optimizer, batch, K). Sets the threads, the seed and the precision's TF32 switches."""
+                       precision: str, capturable: bool = False, overrides: dict | None = None):
+    """The training benchmarks' model (`size` of TRAIN_SIZES and the preset's `overrides`, on the device, in
+    training mode), its Adadelta, and one batch of `batch` random pairs of `length` words each side (uniform over
+    the shortlist, </s> added); returns (model, optimizer, batch, K). Sets the threads, the seed and the
+    precision's TF32 switches."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
     keep_freed_memory()  # as every stage does (cli.main); this also runs in a spawned process
@@ -215,7 +217,7 @@ def bench_update_setup(arch: str, size: str, batch: int, length: int, threads: i
     set_tf32(device, precision)
     sizes = TRAIN_SIZES[size]
     K = sizes["vocab"] + 3  # the shortlist plus <pad>, </s>, [UNK]
-    model = build_model({"arch": arch, **sizes}, K, K).to(device).train()
+    model = build_model({"arch": arch, **sizes, **(overrides or {})}, K, K).to(device).train()
     reason = unavailable(model, device) if capturable else None
     if reason:
         raise InputError(f"--graph: {reason}")

@@ -81,6 +81,18 @@ BENCHMARKS: tuple[Stage, ...] = (
                help="sentence lengths (words, each side)"),
            arg("--figure", required=True, help="PNG: time and memory per update against length")),
           params=False, runs_model=True),
+    Stage("bench-memory", "benchmark: a training update of RNNsearch with each alignment model with memory "
+          "against the paper's RNNsearch on the CPU, in one process, at the paper's and the embedded corpus's sizes",
+          "rnnsearch.bench.memory:run_bench_memory",
+          (arg("--sizes", nargs="+", default=["paper", "embedded"], choices=["paper", "embedded", "bench"],
+               help="paper: App. A, batch 80; embedded: params.yaml's model, batch 40; bench: the peer's"),
+           arg("--length", type=at_least(1), default=50, help="words per sentence, each side (</s> added)"),
+           arg("--steps", type=at_least(1), default=5, help="timed rounds (one update of each model) after two "
+               "untimed ones"),
+           arg("--threads", type=at_least(1), default=os.cpu_count(), help="torch threads"),
+           arg("--seed", type=int, default=1234, help="seed of the weights and the random batches"),
+           arg("--out", required=True, help="the measurements (JSON)")),
+          params=False, runs_model=True),
     Stage("bench-data", "benchmark: tokenization throughput per core and shortlist memory on real text; WMT'14 "
           "projection", "rnnsearch.bench.data:run_bench_data",
           (arg("--raw", nargs=2, action="append", default=[], metavar=("LANG", "FILE"), help="raw text to tokenize"),

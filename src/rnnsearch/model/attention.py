@@ -21,8 +21,10 @@ teacher forcing, greedy search and forced alignment carry it, without knowing th
 
 A variant is a subclass of `Attention` in `VARIANTS` (and its name in rnnsearch.model.presets.ATTENTIONS, which
 the configuration is checked against without importing torch): its scores, its state if it has one, the
-initialisation of its weights (App. B.1) and its FLOPs. The fused recurrences (model/fused.py) serve only the
-additive score (`fused = True`); a model with another variant trains through plain autograd.
+initialisation of its weights (App. B.1) and its FLOPs. The fused recurrences (model/fused.py) serve the additive
+score (`fused = True`), and on the CPU an additive variant with memory that writes its energies' extra term as
+`memory_term` (model/fused_memory.py: no backward pass to write); a model with another variant trains through
+plain autograd.
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ class Attention(nn.Module):
 
     def advance(self, state: torch.Tensor, alpha: torch.Tensor, q: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """The state after step i from the state before it, α_i (B, Tx) and the step's query q (B, ·)."""
+        raise NotImplementedError
+
+    def memory_term(self, state: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """An additive variant with memory: M_ij, what its state adds to U_a h_j inside the tanh (B, Tx, n')."""
         raise NotImplementedError
 
     def forward(self, q: torch.Tensor, h: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor,
@@ -159,7 +165,6 @@ class LocationAttention(AdditiveAttention):
     10 as Chorowski et al.) and `location_width` (r, odd; 5: a word and two neighbours each side, where a
     translation's next source word mostly lies, as their 201 frames span a few phonemes of speech)."""
 
-    fused = False
     state_size = 1
 
     def __init__(self, n: int, ctx_dim: int, n_align: int, cfg: dict | None = None):
@@ -168,9 +173,13 @@ class LocationAttention(AdditiveAttention):
         self.F = nn.Conv1d(1, k, r, padding=r // 2, bias=False)
         self.U_f = nn.Linear(k, n_align, bias=False)
 
-    def energies(self, s_prev, U_a_h, state):
+    def memory_term(self, state, keys):
         f = self.F(state.transpose(1, 2)).transpose(1, 2)  # (B, Tx, k) from α_{i−1} (B, Tx, 1)
-        return additive_energies(self.W_a(s_prev), U_a_h + self.U_f(f), lambda p: self.v_a(p).squeeze(2))[1]
+        return self.U_f(f)  # (B, Tx, n')
+
+    def energies(self, s_prev, U_a_h, state):
+        return additive_energies(self.W_a(s_prev), U_a_h + self.memory_term(state, U_a_h),
+                                 lambda p: self.v_a(p).squeeze(2))[1]
 
     def advance(self, state, alpha, q, keys):
         return alpha.unsqueeze(2)  # α_i, the next step's α_{i−1}
@@ -194,11 +203,13 @@ class CoverageAttention(AdditiveAttention):
         self.V_a = nn.Linear(self.state_size, n_align, bias=False)
         self.n_align = n_align
 
-    fused = False
+    def memory_term(self, state, keys):
+        return self.V_a(state)  # (B, Tx, n') from C_{i−1} (B, Tx, d)
 
     def energies(self, s_prev, keys, state):
         U_a_h = keys[..., : self.n_align]
-        return additive_energies(self.W_a(s_prev), U_a_h + self.V_a(state), lambda p: self.v_a(p).squeeze(2))[1]
+        return additive_energies(self.W_a(s_prev), U_a_h + self.memory_term(state, keys),
+                                 lambda p: self.v_a(p).squeeze(2))[1]
 
     @classmethod
     def flops(cls, ctx, n, n_align, S, cfg=None):

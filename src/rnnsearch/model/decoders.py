@@ -110,15 +110,24 @@ CELLS = {"gru": ConditionalGRU, "lstm": ConditionalLSTM}
 _SAID: set[str] = set()
 
 
-def fused_serves(attention: Attention | None) -> bool:
-    """Whether model/fused.py's recurrences serve this alignment model (none, or a variant with `fused`); a
-    variant they cannot serve takes the plain autograd path, said once in the log."""
-    if attention is None or attention.fused:
+def fused_serves(attention: Attention | None, memory: bool = True) -> bool:
+    """Whether model/fused.py's recurrences serve this alignment model (none, or a variant with `fused`; one with
+    memory if it writes `memory_term` and the recurrence takes `memory`); a variant they cannot serve takes the
+    plain autograd path, said once in the log."""
+    if attention is None:
+        return True
+    stateful = attention.state_size > 0
+    if attention.fused and not stateful:
+        return True
+    if attention.fused and memory and type(attention).memory_term is not Attention.memory_term:
         return True
     if type(attention).__name__ not in _SAID:
         _SAID.add(type(attention).__name__)
-        log.info("%s: the fused recurrences serve the additive score only; this model's GRU decoder trains through "
-                 "plain autograd", type(attention).__name__)
+        why = "the additive score only" if not attention.fused else (
+            "an alignment model with memory only where it writes memory_term" if memory else
+            "alignment models with memory in the paper's decoder only")
+        log.info("%s: the fused recurrences serve %s; this model's GRU decoder trains through plain autograd",
+                 type(attention).__name__, why)
     return False
 
 
@@ -171,6 +180,10 @@ def _split(attention, state: torch.Tensor, rnn_size: int, memory):
     return (state, None) if attention is None else attention.split(state, rnn_size, memory.mask.size(1))
 
 
+def _has_memory(attention) -> bool:
+    return attention is not None and attention.state_size > 0
+
+
 def _join(attention, rnn: torch.Tensor, mine: torch.Tensor | None) -> torch.Tensor:
     return rnn if attention is None else attention.join(rnn, mine)
 
@@ -206,14 +219,16 @@ class DeepOutputDecoder(nn.Module):
     def forward(self, Ey: torch.Tensor, memory) -> torch.Tensor:
         """Teacher forcing: Ey (B, Ty, m) = E y_0 … E y_{Ty−1} → logits (B, Ty, K)."""
         Ty = Ey.size(1)
-        if self.fused and torch.is_grad_enabled():  # the same equations, BPTT by hand (fused.py)
+        if self.fused and torch.is_grad_enabled() and not (Ey.is_cuda and _has_memory(self.attention)):
+            # the same equations, BPTT by hand (fused.py); with memory on the CPU only (CUDA: autograd)
             X = self.cell.W(Ey)  # (B, Ty, 3n)
             if self.attention is None:
                 S = deep_output_recurrence(X + self.cell.C(memory.c).unsqueeze(1), memory.s0, self.cell)
                 C = memory.c.unsqueeze(1).expand(-1, Ty, -1)
             else:
-                S, C = deep_output_recurrence(X, memory.s0, self.cell, self.attention, memory.h, memory.keys,
-                                              memory.mask)
+                s0, m0 = _split(self.attention, memory.s0, self.rnn_size, memory)
+                S, C = deep_output_recurrence(X, s0, self.cell, self.attention, memory.h, memory.keys,
+                                              memory.mask, m0)
             return self.output(S, self.output.V_o(Ey), C)
         W_Ey = self.cell.W(Ey).unbind(1)  # Ty × (B, ·): all input projections in one GEMM
         state, mine = _split(self.attention, memory.s0, self.rnn_size, memory)
@@ -243,7 +258,7 @@ class CombinedOutputDecoder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.input_feeding = input_feeding
         self.n = n
-        self.fused = cell == "gru" and attention is not None and fused_serves(attention)  # without dropout (forward)
+        self.fused = cell == "gru" and attention is not None and fused_serves(attention, memory=False)  # no dropout
         self.rnn_size = self.cell.state_size + (n if input_feeding else 0)
 
     def init_state(self, s0: torch.Tensor, cell0: torch.Tensor | None = None) -> torch.Tensor:

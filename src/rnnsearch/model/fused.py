@@ -45,21 +45,25 @@ import torch
 from rnnsearch.model import triton_kernels
 from rnnsearch.model.equations import additive_energies, align
 from rnnsearch.model.fused_gpu import DeepOutputKernels, EncoderKernels
+from rnnsearch.model.fused_memory import memory_path
+from rnnsearch.model.gru import gru as _gru
+from rnnsearch.model.gru import gru_backward as _gru_backward
 from rnnsearch.model.products import addmm, addmm_, mm
 
 
 # ------------------------------------------------------------------------------------------- mixed precision
-def _apply(function, *args):
-    """function.apply(*args, lp), lp the dtype of its matrix products. Without autocast, lp is the inputs' own
-    dtype. Under autocast (train.precision: bf16), lp is autocast's dtype and only the products use it: the
-    inputs are cast to float32 and autocast is switched off inside, so states, gates, attention weights and sums
-    over steps stay in float32; each product casts its activation operand, the weights are cast once per call."""
+def _apply(function, *args, memory=()):
+    """function.apply(*args, lp, *memory), lp the dtype of its matrix products. Without autocast, lp is the
+    inputs' own dtype. Under autocast (train.precision: bf16), lp is autocast's dtype and only the products use
+    it: the inputs are cast to float32 and autocast is switched off inside, so states, gates, attention weights
+    and sums over steps stay in float32; each product casts its activation operand, the weights are cast once per
+    call. `memory`: an alignment model's, its m_0 and weights, as they are (fused_memory.py casts its products)."""
     device = args[0].device.type
     if not torch.is_autocast_enabled(device):
-        return function.apply(*args, args[0].dtype)
+        return function.apply(*args, args[0].dtype, *memory)
     args = [a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
     with torch.autocast(device, enabled=False):
-        return function.apply(*args, torch.get_autocast_dtype(device))
+        return function.apply(*args, torch.get_autocast_dtype(device), *memory)
 
 
 # ------------------------------------------------------------------------------------------- the two pieces
@@ -72,50 +76,30 @@ def _attend(q_proj: torch.Tensor, keys: torch.Tensor, v: torch.Tensor, h: torch.
 
 
 def _attend_backward(gc: torch.Tensor, p: torch.Tensor, alpha: torch.Tensor, h: torch.Tensor, v: torch.Tensor,
-                     dkeys: torch.Tensor, dv: torch.Tensor) -> torch.Tensor:
-    """Given ∂L/∂c (B, ctx): adds into dkeys (B, Tx, n') and dv (n'), returns ∂L/∂(W_a q) (B, n')."""
+                     dkeys: torch.Tensor, dv: torch.Tensor, dalpha_memory: torch.Tensor | None = None):
+    """Given ∂L/∂c (B, ctx) (and ∂L/∂α (B, Tx) from an alignment model's memory): adds into dkeys (B, Tx, n') and
+    dv (n'), returns ∂L/∂(W_a q) (B, n') and ∂L/∂(the tanh's input) (B, Tx, n')."""
     dalpha = torch.bmm(h, gc.unsqueeze(2)).squeeze(2)  # (B, Tx): h_j · ∂L/∂c
+    if dalpha_memory is not None:
+        dalpha += dalpha_memory
     de = alpha * (dalpha - (alpha * dalpha).sum(1, keepdim=True))  # softmax backward; 0 on padding (α = 0)
     dv.addmv_(p.flatten(0, 1).t(), de.flatten())  # Σ_bj de_bj p_bj
     dp = torch.ops.aten.tanh_backward(de.unsqueeze(2) * v, p)  # (1 − p²) ∘ de v_aᵀ
     dkeys.add_(dp)
-    return dp.sum(1)
-
-
-def _gru(x: torch.Tensor, s: torch.Tensor, U_zr: torch.Tensor, U: torch.Tensor, ZR: torch.Tensor, RS: torch.Tensor,
-         St: torch.Tensor, s_next: torch.Tensor) -> torch.Tensor:
-    """The paper's GRU (`equations.gru_step`'s equations) from its input-side sum x = [x_h | x_zr] (B, 3n), each
-    result written where the backward pass reads it: [z; r] into ZR (B, 2n), r ∘ s into RS, s̃ into St, and s_i
-    into s_next, which is returned; s_i = (1 − z) ∘ s + z ∘ s̃ as one lerp (on a GPU each operation is a kernel
-    launch: no copies after, one operation where gru_step has four)."""
-    n = s.size(1)
-    x_h, x_zr = x.split([n, 2 * n], dim=1)
-    zr = torch.sigmoid(addmm(x_zr, s, U_zr.t()), out=ZR)
-    rs = torch.mul(zr[:, n:], s, out=RS)
-    s_tilde = torch.tanh(addmm(x_h, rs, U.t()), out=St)
-    return torch.lerp(s, s_tilde, zr[:, :n], out=s_next)  # (1 − z) ∘ s + z ∘ s̃
-
-
-def _gru_backward(g: torch.Tensor, s: torch.Tensor, zr, s_tilde, U_zr, U, dx: torch.Tensor) -> torch.Tensor:
-    """Given ∂L/∂s_i and the gates [z; r] (B, 2n): writes ∂L/∂x into dx (B, 3n) and returns ∂L/∂s_{i−1}."""
-    n = s.size(1)
-    z, r = zr[:, :n], zr[:, n:]
-    da_h = torch.ops.aten.tanh_backward.grad_input(g * z, s_tilde, grad_input=dx[:, :n])  # through s̃ = tanh(a_h)
-    drs = mm(da_h, U)  # ∂L/∂(r ∘ s)
-    torch.ops.aten.sigmoid_backward.grad_input(g * (s_tilde - s), z, grad_input=dx[:, n : 2 * n])  # through z
-    torch.ops.aten.sigmoid_backward.grad_input(drs * s, r, grad_input=dx[:, 2 * n :])  # through r
-    ds = torch.addcmul(g, g, z, value=-1).addcmul_(drs, r)  # g ∘ (1 − z) + ∂L/∂(r ∘ s) ∘ r
-    return addmm_(ds, dx[:, n:], U_zr)
+    return dp.sum(1), dp
 
 
 # ------------------------------------------------------------------------------------------- App. A.2.2
 class _DeepOutputRecurrence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U, lp):
+    def forward(ctx, X, s0, h, keys, mask, W_a, v_a, C, U_zr, U, lp, attention=None, m0=None, *memory_weights):
         W_a, C, U_zr, U = (w.to(lp) if w is not None else None for w in (W_a, C, U_zr, U))  # the products' dtype
         B, Ty, _ = X.shape
         n = s0.size(1)
         attn = h is not None
+        ctx.memory = memory_path(attention, keys, m0, list(memory_weights), lp) if m0 is not None else None
+        if attn:
+            keys = keys[..., : W_a.size(0)]  # U_a h_j (a variant with memory may keep more beside it)
         S = X.new_empty(B, Ty, n)  # s_{i−1} of every position
         ZR = X.new_empty(B, max(Ty - 1, 0), 2 * n)  # [z_i; r_i]
         St, RS = (X.new_empty(B, max(Ty - 1, 0), n) for _ in range(2))
@@ -128,8 +112,11 @@ class _DeepOutputRecurrence(torch.autograd.Function):
         S[:, 0] = s = s0
         for i in range(Ty):
             if attn:
-                p, A[:, i], Cc[:, i] = _attend(mm(s, W_a.t()), keys, v, h, masked)
+                U_a_h = keys if ctx.memory is None else keys + ctx.memory.term(i)  # + M_i from m_{i−1}
+                p, A[:, i], Cc[:, i] = _attend(mm(s, W_a.t()), U_a_h, v, h, masked)
                 P.append(p)
+                if ctx.memory is not None and i + 1 < Ty:
+                    ctx.memory.advance(A[:, i], s)
             if i + 1 < Ty:  # the last state is never read
                 x = addmm(X[:, i], Cc[:, i], C.t()) if attn else X[:, i]
                 s = _gru(x, s, U_zr, U, ZR[:, i], RS[:, i], St[:, i], S[:, i + 1])
@@ -146,7 +133,9 @@ class _DeepOutputRecurrence(torch.autograd.Function):
         if ctx.attn:
             S, ZR, St, RS, h, Cc, A, W_a, v_a, C, U_zr, U = ctx.saved_tensors
             v = v_a.view(-1)
-            dkeys, dv = torch.zeros_like(ctx.P[0]), torch.zeros_like(v)
+            memory = ctx.memory
+            dkeys = torch.zeros_like(ctx.P[0]) if memory is None else memory.start_backward()[..., : W_a.size(0)]
+            dv = torch.zeros_like(v)
             Gc, DQ = torch.empty_like(Cc), S.new_empty(S.size(0), S.size(1), W_a.size(0))
         else:
             S, ZR, St, RS, U_zr, U = ctx.saved_tensors
@@ -161,7 +150,10 @@ class _DeepOutputRecurrence(torch.autograd.Function):
             if ctx.attn:
                 gc = dCc[:, i] + mm(dX[:, i], C) if g is not None else dCc[:, i]
                 Gc[:, i] = gc
-                DQ[:, i] = _attend_backward(gc, ctx.P[i], A[:, i], h, v, dkeys, dv)
+                if memory is None:
+                    DQ[:, i] = _attend_backward(gc, ctx.P[i], A[:, i], h, v, dkeys, dv)[0]
+                else:
+                    gs += _memory_backward(memory, i, gc, ctx.P[i], A[:, i], S[:, i], h, v, dkeys, dv, DQ)
                 addmm_(gs, DQ[:, i], W_a)
             g = gs
         dU_zr = mm(dX[:, :-1, n:].flatten(0, 1).t(), S[:, :-1].flatten(0, 1), lp)
@@ -171,21 +163,39 @@ class _DeepOutputRecurrence(torch.autograd.Function):
         dC = mm(dX[:, :-1].flatten(0, 1).t(), Cc[:, :-1].flatten(0, 1), lp)
         dW_a = mm(DQ.flatten(0, 1).t(), S.flatten(0, 1), lp)
         dh = torch.bmm(A.transpose(1, 2), Gc)  # Σ_i α_ij ∂L/∂c_i
-        return dX, g, dh, dkeys, None, dW_a, dv.view_as(v_a), dC, dU_zr, dU, None
+        grads = dX, g, dh, dkeys, None, dW_a, dv.view_as(v_a), dC, dU_zr, dU, None
+        if memory is None:
+            return grads
+        return *grads[:3], memory.dkeys, *grads[4:], None, memory.m0_grad(), *memory.weight_grads()
 
 
-def deep_output_recurrence(X, s0, cell, attention=None, h=None, keys=None, mask=None):
-    """App. A.2.2 under teacher forcing. X (B, Ty, 3n): W E y_{i−1} (plus C c for a fixed context), s0 (B, n).
+def _memory_backward(memory, i, gc, p, alpha, s_prev, h, v, dkeys, dv, DQ) -> torch.Tensor:
+    """Step i of the attention's backward pass with an alignment model's memory (fused_memory.py): ∂L/∂α_i from
+    m_i joins the softmax's, ∂L/∂M_i is the tanh input's; writes ∂L/∂(W_a s_{i−1}) into DQ[:, i] and returns
+    ∂L/∂s_{i−1} through m_i (0 where the variant does not read s)."""
+    dalpha, ds = memory.advance_backward(i, alpha, s_prev)
+    DQ[:, i], dM = _attend_backward(gc, p, alpha, h, v, dkeys, dv, dalpha)
+    memory.term_backward(i, dM)
+    return ds if ds is not None else 0
+
+
+def deep_output_recurrence(X, s0, cell, attention=None, h=None, keys=None, mask=None, m0=None):
+    """App. A.2.2 under teacher forcing. X (B, Ty, 3n): W E y_{i−1} (plus C c for a fixed context), s0 (B, n),
+    and m0 (B, Tx, d), the start of an alignment model's memory (fused_memory.py; the CPU's recurrence only).
 
     Returns S (B, Ty, n) = s_{i−1} per position and, with attention, the contexts c_i (B, Ty, ctx).
     """
     function = _DeepOutputRecurrence
-    if triton_kernels.usable(X):  # on a GPU: each element-wise stretch of a step one kernel (fused_gpu.py)
+    if triton_kernels.usable(X) and m0 is None:  # on a GPU: each element-wise stretch of a step one kernel
         function = DeepOutputKernels
     if attention is None:
         return _apply(function, X, s0, None, None, None, None, None, None, cell.U_zr.weight, cell.U.weight)
-    return _apply(function, X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight,
-                  cell.C.weight, cell.U_zr.weight, cell.U.weight)
+    args = (X, s0, h, keys, mask, attention.W_a.weight, attention.v_a.weight, cell.C.weight, cell.U_zr.weight,
+            cell.U.weight)
+    if m0 is None:
+        return _apply(function, *args)
+    weights = [w for w in attention.parameters() if w is not attention.W_a.weight and w is not attention.v_a.weight]
+    return _apply(function, *args, memory=(attention, m0, *weights))
 
 
 # ------------------------------------------------------------------------------------------- combined output
@@ -227,7 +237,7 @@ class _CombinedOutputRecurrence(torch.autograd.Function):
             torch.mul(dO[:, t] + g_o, 1 - o * o, out=DPRE[:, t])  # through o_t = tanh(W_u [a_t; s_t])
             d_as = mm(DPRE[:, t], W_u)
             Ga[:, t], ds = d_as.split([Actx.size(2), n], dim=1)
-            DQ[:, t] = _attend_backward(Ga[:, t], ctx.P[t], A[:, t], h, v, dkeys, dv)
+            DQ[:, t] = _attend_backward(Ga[:, t], ctx.P[t], A[:, t], h, v, dkeys, dv)[0]
             g = addmm_(g_s + ds, DQ[:, t], W_a)
             g_s = _gru_backward(g, S[:, t], ZR[:, t], St[:, t], U_zr, U, dX[:, t])
             if C is not None:
