@@ -5,6 +5,9 @@ under bf16 autocast; and the recurrence's gradients of every input, m_0 included
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -116,3 +119,34 @@ def test_memory_variants_on_the_fused_path_in_float64(name, path, memory_paths):
         return deep_output_recurrence(X, s0, cell, att, h, keys, memory.mask, m0)
 
     assert torch.autograd.gradcheck(f, leaves, eps=1e-6, atol=1e-6, rtol=1e-5, fast_mode=True)
+
+
+def test_the_memory_benchmark_times_every_variant_against_the_paper_model_in_one_run(tmp_path):
+    """`rnnsearch bench-memory` at the embedded corpus's sizes (short sentences, one timed round): every variant
+    on the hand-written recurrence, its median update against the paper model's from the same rounds."""
+    from rnnsearch.bench.memory import VARIANTS, run_bench_memory
+
+    out = tmp_path / "memory.json"
+    run_bench_memory(["embedded"], length=6, steps=1, threads=1, seed=3, out=str(out))
+    result = json.loads(out.read_text())
+    (run,) = result["runs"]
+    assert run["size"] == "embedded" and run["batch"] == 40 and result["timed_rounds"] == 1
+    assert list(run["models"]) == list(VARIANTS)
+    base = run["models"]["rnnsearch"]["seconds_per_update"]
+    for name, m in run["models"].items():
+        assert m["fused_recurrence"] and m["seconds_per_update"] > 0 and len(m["seconds_each"]) == 1, name
+        assert abs(m["ratio"] - m["seconds_per_update"] / base) <= 0.01 * m["ratio"] + 1e-3, name
+        assert m["within_goal"] == (m["seconds_per_update"] / base <= result["goal_ratio"]), name
+    assert result["machine"]["processor"]
+
+
+def test_the_benchmarks_embedded_sizes_are_params_yamls():
+    """TRAIN_SIZES["embedded"] is the default run's model and shortlists (params.yaml), which it stands for."""
+    import yaml
+
+    from rnnsearch.bench.speed import TRAIN_SIZES
+
+    params = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+    sizes = TRAIN_SIZES["embedded"]
+    assert {k: sizes[k] for k in ("m", "n", "n_align", "l")} == params["model"]
+    assert sizes["vocab"] == params["vocab"]["src_size"] == params["vocab"]["tgt_size"]
