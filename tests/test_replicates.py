@@ -100,6 +100,30 @@ def test_figure2_curve_is_the_mean_with_a_band_across_replicates():
     assert low is None  # one replicate: the bootstrap interval, absent for the open bucket here
 
 
+def test_the_figure_beside_figure2_draws_each_measure_by_length_with_a_band_across_replicates(tmp_path, monkeypatch):
+    """alignment_by_length: a panel per measure, a curve per model (the mean over replicates, ± 1 sd shaded
+    with two), a model without attention in the repetition panel only, a score without measures left out."""
+    from rnnsearch.evaluation import plots
+
+    def measured(model, r, dropped):
+        s = _score(model, r, 70.0)
+        shares = [{"bucket": b["bucket"], "dropped": dropped, "attended_again": None if dropped is None else 0.1,
+                   "repetition": 0.02 * r} for b in s["by_length"]]
+        return {**s, "alignment": {"all": shares[0], "by_length": shares}}
+
+    drawn = []
+    real_plot = plots.plt.Axes.plot
+    monkeypatch.setattr(plots.plt.Axes, "plot", lambda ax, x, y, *a, **k: drawn.append((ax.get_title() or id(ax),
+                        k.get("label"), list(y))) or real_plot(ax, x, y, *a, **k))
+    scores = [measured("att", 1, 0.05), measured("att", 2, 0.07), measured("base", 1, None), _score("old", 1, 1.0)]
+    plots.alignment_by_length(scores, {"att": "rnnsearch", "base": "rnnencdec", "old": "rnnsearch"},
+                              tmp_path / "fig")
+    assert (tmp_path / "fig.png").stat().st_size > 1000 and (tmp_path / "fig.pdf").exists()
+    labels = [label for _, label, _ in drawn]
+    assert labels.count("att") == 3 and labels.count("base") == 1 and "old" not in labels
+    assert [y for _, label, y in drawn if label == "att"][0] == pytest.approx([6.0, 6.0])  # mean of 5 % and 7 %
+
+
 def test_tables_stage_refuses_lists_of_different_lengths(tmp_path: Path):
     from rnnsearch.evaluation.tables import run_tables
     from rnnsearch.textio import InputError

@@ -65,7 +65,7 @@ def run_stages(d: Path, params: list[str]) -> Path:
               "--figure2", d / "figures/bleu_by_length.png", "--alignments", d / "figures/alignment_a.png",
               "--scores", *scores, "--src", d / "raw/test.en", "--ref", d / "raw/test.fr",
               "--hyps", *[f"{m}={d / f'tr/{m}/test.hyp'}" for m in models], "--aer", d / "scores/aer.json",
-              "--out", d / "report.md")
+              "--alignment-figure", d / "figures/alignment_by_length.png", "--out", d / "report.md")
     return d
 
 
@@ -157,10 +157,11 @@ def test_score_tables_figures_report(run: Path):
     assert float(shown2[2].split("|")[minutes]) == pytest.approx(t2["Hours"][0] * 60, abs=0.006)
     assert f"CPU: {cpu_name()}" in shown2[2]
     for f in ("bleu_by_length.png", "bleu_by_length.pdf", "bleu_by_length.csv", "alignment_a.png", "alignment_b.png",
-              "alignment_long.png"):
+              "alignment_long.png", "alignment_by_length.png", "alignment_by_length.pdf"):
         assert (run / "figures" / f).stat().st_size > 1000 or f.endswith(".csv")
     report = (run / "report.md").read_text()
     assert "Table 1" in report and "alignment_a.png" in report and "## Figure 3: alignments of RNNsearch-50" in report
+    assert "![Dropped and repeated words by sentence length](figures/alignment_by_length.png)" in report
     assert "(a) test sentence 1 (`figures.alignment_sentence`); (b) a sentence of 3–30 source words" in report
     assert "- RNNencdec-30: " in report and "- rnnencdec-30: " not in report
     assert "The first 3 test sentences of 10 or more source words, in the order of the test file" in report

@@ -75,6 +75,11 @@ rule figures:
             caption="../report/figure2.rst",
             category="Figures",
         ),
+        report(
+            multiext("results/figures/alignment_by_length", ".png", ".pdf"),
+            caption="../report/alignment_by_length.rst",
+            category="Figures",
+        ),
         "results/figures/bleu_by_length_models.csv",  # Figure 2's means, a column per model: `dvc plots show`
         "results/figures/dvc_page.html",  # the page `dvc plots show` draws in, Vega inlined (.dvc/config)
         report(
@@ -157,6 +162,7 @@ rule report:
         table2="results/tables/table2.md",
         alignment_table="results/tables/alignment.md",
         figure2="results/figures/bleu_by_length.png",
+        alignment_figure="results/figures/alignment_by_length.png",
         alignments=expand("results/figures/alignment_{letter}.png", letter=ALIGN_LETTERS),
         scores=each_replicate("results/scores/{model}/replicate{replicate}.json"),
         src=f"results/data/raw/test.{SRC}",
@@ -181,6 +187,7 @@ rule report:
         "rnnsearch report --table1 {input.table1} --table2 {input.table2} --figure2 {input.figure2}"
         " --alignments {input.alignments} --scores {params.scores} --src {input.src} --ref {input.ref}"
         " --hyps {params.hyps} {params.aer} --explorer {input.explorer} --alignment-table {input.alignment_table}"
+        " --alignment-figure {input.alignment_figure}"
         " --out {output} --log {log}"
 
 

@@ -196,6 +196,7 @@ PIPELINE: tuple[Stage, ...] = (
            arg("--aer", help="the aer stage's JSON, when there is one"),
            arg("--explorer", help="the explorer page, which the report links"),
            arg("--alignment-table", help="the tables stage's alignment.md: dropped and repeated words by length"),
+           arg("--alignment-figure", help="the figures stage's alignment_by_length.png: the same, drawn"),
            arg("--out", required=True, help="the report (Markdown)")),
           settings={"config": ("seed", "replicates", "data", "tokenize", "vocab", "model", "models", "train",
                                "decode", "score", "aer", "figures")}),

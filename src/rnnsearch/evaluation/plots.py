@@ -123,6 +123,49 @@ def figure2(df: pd.DataFrame, archs: dict[str, str], out_stem: Path) -> None:
     plt.close(fig)
 
 
+ALIGNMENT_PANELS = {"dropped": "Dropped source words (%)", "attended_again": "Source words attended again (%)",
+                    "repetition": "Repeated output n-grams (%)"}
+
+
+def alignment_by_length(scores: list[dict], archs: dict[str, str], out_stem: Path) -> None:
+    """Beside Figure 2: dropped and attended-again source words and repeated n-grams (the score JSONs'
+    `alignment`, rnnsearch.evaluation.coverage) by source-length bucket, a panel each, one curve per model: the
+    mean over its replicates, shaded ± 1 sd across two or more. A model without attention has repetition only;
+    score files without the measures are left out."""
+    fig, axes = plt.subplots(1, 3, figsize=(12.8, 4.0))
+    for model, runs in by_model(scores).items():
+        runs = [r for r in runs if "alignment" in r]
+        if not runs:
+            continue
+        buckets = runs[0]["by_length"]
+        x = [_center(b["lo"], b["hi"]) for b in buckets]
+        label, style = paper_name(model, archs.get(model)), _STYLE.get(archs.get(model, ""), "-")
+        for ax, key in zip(axes, ALIGNMENT_PANELS):
+            values = np.array([[np.nan if b[key] is None else 100 * b[key] for b in r["alignment"]["by_length"]]
+                               for r in runs], dtype=float)
+            if np.isnan(values).all():
+                continue
+            mean = np.nanmean(values, axis=0)
+            (line,) = ax.plot(x, mean, style, marker="o", label=label)
+            if len(runs) > 1:
+                sd = np.nanstd(values, axis=0, ddof=1)
+                ax.fill_between(x, mean - sd, mean + sd, color=line.get_color(), alpha=0.15, linewidth=0)
+    ticks = next(r["by_length"] for r in scores)
+    for ax, title in zip(axes, ALIGNMENT_PANELS.values()):
+        ax.set_xticks([_center(b["lo"], b["hi"]) for b in ticks])
+        ax.set_xticklabels([b["bucket"] for b in ticks], fontsize=7)
+        ax.set_xlabel("Sentence length (source words)")
+        ax.set_title(title, fontsize=10)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[-1].legend(fontsize=7)
+    fig.suptitle("Dropped, attended-again and repeated words by sentence length (beside Figure 2)", fontsize=11)
+    fig.tight_layout()
+    for suffix in (".png", ".pdf"):
+        save_figure(fig, out_stem.with_suffix(suffix))
+    plt.close(fig)
+
+
 def pick_alignment_sentences(src_tok: list[str], nounk_ids: list[int], have: set[int], lo: int, hi: int,
                              k: int, seed: int) -> tuple[list[int], str]:
     """A reproducible choice of `k` test sentences with an attention matrix (`have`): of lo..hi source words
@@ -162,7 +205,8 @@ class AlignmentFiles:
 
 def run_figures(scores: list[str], alignment: AlignmentFiles, figures: dict, seed: int, replicates: int,
                 out_dir: str) -> list[str]:
-    """Figure 2 from the score JSONs (`{replicate}` in their names: 1..`replicates`), Figure 3 from `alignment`."""
+    """Figure 2 and the dropped and repeated words beside it from the score JSONs (`{replicate}` in their names:
+    1..`replicates`), Figure 3 from `alignment`."""
     out, fig_cfg = Path(out_dir), figures
     attention, src_tok_path, hyp_tok_path = alignment.attention, alignment.src, alignment.hyp
     scores = [read_json(f) for f in each_replicate(scores, replicates)]
@@ -174,6 +218,7 @@ def run_figures(scores: list[str], alignment: AlignmentFiles, figures: dict, see
         df.pivot_table(index="bucket", columns="model", values="bleu", sort=False)[list(archs)].reset_index().to_csv(
             tmp, index=False)
     figure2(df, archs, out / "bleu_by_length")
+    alignment_by_length(scores, archs, out / "alignment_by_length")
     write_dvc_page(out / "dvc_page.html")
 
     src_tok, hyp_tok = read_lines(src_tok_path), read_lines(hyp_tok_path)

@@ -86,6 +86,7 @@ class ReportInputs:
     aer: str | None = None
     explorer: str | None = None
     alignment_table: str | None = None  # tables/alignment.md: dropped, attended-again, repeated words by length
+    alignment_figure: str | None = None  # figures/alignment_by_length.png: the same by length, drawn
 
 
 def run_report(config: dict, inputs: ReportInputs, scores: list[str], src: str, ref: str,
@@ -122,6 +123,8 @@ def run_report(config: dict, inputs: ReportInputs, scores: list[str], src: str, 
     if inputs.alignment_table:
         lines += ["", "## Dropped and repeated words by sentence length", "",
                   Path(inputs.alignment_table).read_text(encoding="utf-8")]
+    if inputs.alignment_figure:
+        lines += ["", f"![Dropped and repeated words by sentence length]({_rel(inputs.alignment_figure, base)})", ""]
     lines += ["", *figure3_caption(params["figures"], names.get(params["figures"]["alignment_model"],
                                                                params["figures"]["alignment_model"]), several)]
     lines += [f"![{Path(a).stem}]({_rel(a, base)})" for a in alignments]
