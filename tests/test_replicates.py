@@ -113,7 +113,7 @@ def test_the_figure_beside_figure2_draws_each_measure_by_length_with_a_band_acro
 
     drawn = []
     real_plot = plots.plt.Axes.plot
-    monkeypatch.setattr(plots.plt.Axes, "plot", lambda ax, x, y, *a, **k: drawn.append((ax.get_title() or id(ax),
+    monkeypatch.setattr(plots.plt.Axes, "plot", lambda ax, x, y, *a, **k: drawn.append((k.get("color"),
                         k.get("label"), list(y))) or real_plot(ax, x, y, *a, **k))
     scores = [measured("att", 1, 0.05), measured("att", 2, 0.07), measured("base", 1, None), _score("old", 1, 1.0)]
     plots.alignment_by_length(scores, {"att": "rnnsearch", "base": "rnnencdec", "old": "rnnsearch"},
@@ -121,6 +121,8 @@ def test_the_figure_beside_figure2_draws_each_measure_by_length_with_a_band_acro
     assert (tmp_path / "fig.png").stat().st_size > 1000 and (tmp_path / "fig.pdf").exists()
     labels = [label for _, label, _ in drawn]
     assert labels.count("att") == 3 and labels.count("base") == 1 and "old" not in labels
+    assert len({c for c, label, _ in drawn if label == "att"}) == 1  # one colour a model, in every panel
+    assert {c for c, label, _ in drawn if label == "att"} != {c for c, label, _ in drawn if label == "base"}
     assert [y for _, label, y in drawn if label == "att"][0] == pytest.approx([6.0, 6.0])  # mean of 5 % and 7 %
 
 

@@ -133,23 +133,25 @@ def alignment_by_length(scores: list[dict], archs: dict[str, str], out_stem: Pat
     mean over its replicates, shaded ± 1 sd across two or more. A model without attention has repetition only;
     score files without the measures are left out."""
     fig, axes = plt.subplots(1, 3, figsize=(12.8, 4.0))
-    for model, runs in by_model(scores).items():
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, (model, runs) in enumerate(by_model(scores).items()):
         runs = [r for r in runs if "alignment" in r]
         if not runs:
             continue
         buckets = runs[0]["by_length"]
         x = [_center(b["lo"], b["hi"]) for b in buckets]
         label, style = paper_name(model, archs.get(model)), _STYLE.get(archs.get(model, ""), "-")
+        colour = colours[k % len(colours)]  # a model's colour in every panel (the first two skip RNNencdec)
         for ax, key in zip(axes, ALIGNMENT_PANELS):
             values = np.array([[np.nan if b[key] is None else 100 * b[key] for b in r["alignment"]["by_length"]]
                                for r in runs], dtype=float)
             if np.isnan(values).all():
                 continue
             mean = np.nanmean(values, axis=0)
-            (line,) = ax.plot(x, mean, style, marker="o", label=label)
+            ax.plot(x, mean, style, marker="o", label=label, color=colour)
             if len(runs) > 1:
                 sd = np.nanstd(values, axis=0, ddof=1)
-                ax.fill_between(x, mean - sd, mean + sd, color=line.get_color(), alpha=0.15, linewidth=0)
+                ax.fill_between(x, mean - sd, mean + sd, color=colour, alpha=0.15, linewidth=0)
     ticks = next(r["by_length"] for r in scores)
     for ax, title in zip(axes, ALIGNMENT_PANELS.values()):
         ax.set_xticks([_center(b["lo"], b["hi"]) for b in ticks])
