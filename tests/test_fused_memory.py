@@ -125,6 +125,7 @@ def test_the_memory_benchmark_times_every_variant_against_the_paper_model_in_one
     """`rnnsearch bench-memory` at the embedded corpus's sizes (short sentences, one timed round): every variant
     on the hand-written recurrence, its median update against the paper model's from the same rounds."""
     from rnnsearch.bench.memory import VARIANTS, run_bench_memory
+    from rnnsearch.runtime import git_commit
 
     out = tmp_path / "memory.json"
     run_bench_memory(["embedded"], length=6, steps=1, threads=1, seed=3, out=str(out))
@@ -137,7 +138,7 @@ def test_the_memory_benchmark_times_every_variant_against_the_paper_model_in_one
         assert m["fused_recurrence"] and m["seconds_per_update"] > 0 and len(m["seconds_each"]) == 1, name
         assert abs(m["ratio"] - m["seconds_per_update"] / base) <= 0.01 * m["ratio"] + 1e-3, name
         assert m["within_goal"] == (m["seconds_per_update"] / base <= result["goal_ratio"]), name
-    assert result["machine"]["processor"]
+    assert result["machine"]["processor"] and result["git"] == git_commit()  # the commit that was measured
 
 
 def test_the_benchmarks_embedded_sizes_are_params_yamls():

@@ -20,6 +20,7 @@ import time
 import torch
 
 from rnnsearch.bench.speed import TRAIN_SIZES, bench_update_setup, machine
+from rnnsearch.runtime import git_commit
 from rnnsearch.textio import write_json_atomic
 from rnnsearch.training.graphs import update
 
@@ -37,7 +38,7 @@ def run_bench_memory(sizes: list[str], length: int, steps: int, threads: int, se
     runs = [_one_size(size, length, steps, threads, seed, goal) for size in sizes]
     result = {"benchmark": "memory", "device": "cpu", "precision": "fp32", "length": length,
               "warmup_rounds": 2, "timed_rounds": steps, "seed": seed, "goal_ratio": goal, "runs": runs,
-              "machine": machine()}
+              "machine": machine(), "git": git_commit()}
     write_json_atomic(out, result)
     return result
 
