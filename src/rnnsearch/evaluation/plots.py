@@ -134,12 +134,12 @@ def alignment_by_length(scores: list[dict], archs: dict[str, str], out_stem: Pat
     score files without the measures are left out."""
     fig, axes = plt.subplots(1, 3, figsize=(12.8, 4.0))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    buckets = scores[0]["by_length"]  # Figure 2's, the same for every model
+    x = [_center(b["lo"], b["hi"]) for b in buckets]
     for k, (model, runs) in enumerate(by_model(scores).items()):
         runs = [r for r in runs if "alignment" in r]
         if not runs:
             continue
-        buckets = runs[0]["by_length"]
-        x = [_center(b["lo"], b["hi"]) for b in buckets]
         label, style = paper_name(model, archs.get(model)), _STYLE.get(archs.get(model, ""), "-")
         colour = colours[k % len(colours)]  # a model's colour in every panel (the first two skip RNNencdec)
         for ax, key in zip(axes, ALIGNMENT_PANELS):
@@ -152,10 +152,9 @@ def alignment_by_length(scores: list[dict], archs: dict[str, str], out_stem: Pat
             if len(runs) > 1:
                 sd = np.nanstd(values, axis=0, ddof=1)
                 ax.fill_between(x, mean - sd, mean + sd, color=colour, alpha=0.15, linewidth=0)
-    ticks = next(r["by_length"] for r in scores)
     for ax, title in zip(axes, ALIGNMENT_PANELS.values()):
-        ax.set_xticks([_center(b["lo"], b["hi"]) for b in ticks])
-        ax.set_xticklabels([b["bucket"] for b in ticks], fontsize=7)
+        ax.set_xticks(x)
+        ax.set_xticklabels([b["bucket"] for b in buckets], fontsize=7)
         ax.set_xlabel("Sentence length (source words)")
         ax.set_title(title, fontsize=10)
         ax.set_ylim(bottom=0)

@@ -89,6 +89,33 @@ class ReportInputs:
     alignment_figure: str | None = None  # figures/alignment_by_length.png: the same by length, drawn
 
 
+def _figure2_table(groups: dict[str, list[dict]], names: dict[str, str], several: bool) -> list[str]:
+    """Figure 2's numbers: tokenized BLEU per source-length bucket, a column per model."""
+    lines = ["Tokenized BLEU per source-length bucket " + ("(mean ± sd over replicates; one replicate: "
+             "[bootstrap 95% interval])." if several else "[bootstrap 95% interval]."), ""]
+    header = "| bucket | " + " | ".join(names[m] for m in groups) + " |"
+    lines += [header, "|" + "---|" * (len(groups) + 1)]
+    for j, b in enumerate(next(iter(groups.values()))[0]["by_length"]):
+        cells = [_bleu_cell(runs, j) for runs in groups.values()]
+        lines.append(f"| {b['bucket']} ({b['sentences']} sent.) | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _aer_section(aer: dict) -> list[str]:
+    """The aer stage's JSON as a section: the argmax links, and with a threshold those above it too."""
+    lines = ["", f"## Alignment error rate of {aer['model']}", "",
+             f"Attention against the gold links of {aer['sentences']} test sentences ({aer['gold']}), the "
+             "reference forced; links: the argmax of α for each reference word"
+             + (f", or every α ≥ {aer['threshold']}" if aer["threshold"] else "") + ".", "",
+             "| links | AER | precision | recall | hard links | sure gold links |", "|---|---|---|---|---|---|"]
+    for name, key in (("argmax", "argmax"), (f"argmax + α ≥ {aer['threshold']}", "with_threshold")):
+        if key in aer:
+            r = aer[key]
+            lines.append(f"| {name} | {r['aer']:.3f} | {r['precision']:.3f} | {r['recall']:.3f} | {r['links']} | "
+                         f"{r['sure']} |")
+    return lines
+
+
 def run_report(config: dict, inputs: ReportInputs, scores: list[str], src: str, ref: str,
                hyps: list[tuple[str, str]] | dict[str, str], out: str) -> None:
     """results/report.md: the tables, figures, AER, sample translations and the params (`config`) of this run;
@@ -113,13 +140,7 @@ def run_report(config: dict, inputs: ReportInputs, scores: list[str], src: str, 
              "## Table 2: learning statistics", "", Path(table2_md).read_text(encoding="utf-8"),
              "## Figure 2: BLEU by sentence length", "", f"![Figure 2]({_rel(figure2, base)})", ""]
     several = any(len(runs) > 1 for runs in groups.values())
-    lines += ["Tokenized BLEU per source-length bucket " + ("(mean ± sd over replicates; one replicate: "
-              "[bootstrap 95% interval])." if several else "[bootstrap 95% interval]."), ""]
-    header = "| bucket | " + " | ".join(names[m] for m in groups) + " |"
-    lines += [header, "|" + "---|" * (len(groups) + 1)]
-    for j, b in enumerate(next(iter(groups.values()))[0]["by_length"]):
-        cells = [_bleu_cell(runs, j) for runs in groups.values()]
-        lines.append(f"| {b['bucket']} ({b['sentences']} sent.) | " + " | ".join(cells) + " |")
+    lines += _figure2_table(groups, names, several)
     if inputs.alignment_table:
         lines += ["", "## Dropped and repeated words by sentence length", "",
                   Path(inputs.alignment_table).read_text(encoding="utf-8")]
@@ -129,17 +150,7 @@ def run_report(config: dict, inputs: ReportInputs, scores: list[str], src: str, 
                                                                params["figures"]["alignment_model"]), several)]
     lines += [f"![{Path(a).stem}]({_rel(a, base)})" for a in alignments]
     if aer_file:
-        aer = read_json(aer_file)
-        lines += ["", f"## Alignment error rate of {aer['model']}", "",
-                  f"Attention against the gold links of {aer['sentences']} test sentences ({aer['gold']}), the "
-                  "reference forced; links: the argmax of α for each reference word"
-                  + (f", or every α ≥ {aer['threshold']}" if aer["threshold"] else "") + ".", "",
-                  "| links | AER | precision | recall | hard links | sure gold links |", "|---|---|---|---|---|---|"]
-        for name, key in (("argmax", "argmax"), (f"argmax + α ≥ {aer['threshold']}", "with_threshold")):
-            if key in aer:
-                r = aer[key]
-                lines.append(f"| {name} | {r['aer']:.3f} | {r['precision']:.3f} | {r['recall']:.3f} | {r['links']} | "
-                             f"{r['sure']} |")
+        lines += _aer_section(read_json(aer_file))
     lines += ["", "## Sample translations", "",
               f"Five test sentences drawn with `seed` {params['seed']}, each model's output as scored (detokenized"
               + (", replicate 1)." if several else ")."), ""]
