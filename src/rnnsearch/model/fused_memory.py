@@ -95,7 +95,11 @@ class MemoryPath:
         """Step i's M_i backwards from ∂L/∂M_i (B, Tx, n'): adds into ∂L/∂m_{i−1}."""
         (dm,) = self._grad(lambda m, k: self.attention.memory_term(m, k), [self.states[i]], dM)
         if dm is not None:
-            self.dm = dm if self.dm is None else self.dm + dm
+            self._add_dm(dm)
+
+    def _add_dm(self, dm: torch.Tensor) -> None:
+        """Adds a part of ∂L/∂m_{i−1}."""
+        self.dm = dm if self.dm is None else self.dm + dm
 
     def m0_grad(self) -> torch.Tensor:
         return self.dm if self.dm is not None else torch.zeros_like(self.states[0])
@@ -106,15 +110,20 @@ class MemoryPath:
 
 
 class _HandWritten(MemoryPath):
-    """A built-in variant's own passes: its weights by name (`w`, and `lw` in the products' dtype), their
-    gradients summed in `grad`."""
+    """A built-in variant's own passes: its weights by name (`w`, and through `_lw` in the products' dtype),
+    their gradients summed in `grad`."""
 
     def __init__(self, attention, keys, m0, params, lp):
         super().__init__(attention, keys, m0, params, lp)
         names = {id(p): name.removesuffix(".weight") for name, p in attention.named_parameters()}
         self.names = [names[id(p)] for p in params]
         self.w = dict(zip(self.names, params))
-        self.lw = {k: w.to(lp) for k, w in self.w.items()}
+        self.lw = {}  # the weights the passes read, cast once per batch (not U_a and the keys' others)
+
+    def _lw(self, name: str) -> torch.Tensor:
+        if name not in self.lw:
+            self.lw[name] = self.w[name].to(self.lp)
+        return self.lw[name]
 
     def start_backward(self) -> torch.Tensor:
         self.grad = {}
@@ -127,9 +136,6 @@ class _HandWritten(MemoryPath):
         """Adds dYᵀ X (a weight's gradient from its output's gradient dY (N, out) and its input X (N, in)), as
         (Xᵀ dY)ᵀ: with out ≫ in, 3 times faster on a CPU than the product with the transposed dY first."""
         self._add(name, mm(X.t(), dY, self.lp).t())
-
-    def _add_dm(self, dm: torch.Tensor) -> None:
-        self.dm = dm if self.dm is None else self.dm + dm
 
     def weight_grads(self):
         return [self.grad.get(name) for name in self.names]
@@ -180,13 +186,13 @@ class _Coverage(_HandWritten):
 
     def term(self, i):
         C = self.states[i]
-        return mm(C.flatten(0, 1), self.lw["V_a"].t(), self.lp).view(*C.shape[:2], -1)
+        return mm(C.flatten(0, 1), self._lw("V_a").t(), self.lp).view(*C.shape[:2], -1)
 
     def term_backward(self, i, dM):
         C = self.states[i]
         dM = dM.flatten(0, 1)
         self._add_product("V_a", dM, C.flatten(0, 1))
-        self._add_dm(mm(dM, self.lw["V_a"], self.lp).view_as(C))
+        self._add_dm(mm(dM, self._lw("V_a"), self.lp).view_as(C))
 
     def advance(self, alpha, s_prev):
         self.states.append(self.states[-1] + alpha.unsqueeze(2))
@@ -218,9 +224,10 @@ class _Neural(_Coverage):
     def advance(self, alpha, s_prev):
         C = self.states[-1]
         B, Tx, d = C.shape
-        x = self.extra + mm(s_prev, self.lw["W_s"].t(), self.lp).unsqueeze(1) + alpha.unsqueeze(2) * self.w["w_alpha"]
+        W_s_s = mm(s_prev, self._lw("W_s").t(), self.lp).unsqueeze(1)  # (B, 1, 3d)
+        x = self.extra + W_s_s + alpha.unsqueeze(2) * self.w["w_alpha"]
         ZR, RS, St, nxt = C.new_empty(B * Tx, 2 * d), C.new_empty(B * Tx, d), C.new_empty(B * Tx, d), torch.empty_like(C)
-        gru(x.flatten(0, 1), C.flatten(0, 1), self.lw["U_zr"], self.lw["U"], ZR, RS, St, nxt.view(-1, d))
+        gru(x.flatten(0, 1), C.flatten(0, 1), self._lw("U_zr"), self._lw("U"), ZR, RS, St, nxt.view(-1, d))
         self.gates.append((ZR, RS, St))
         self.states.append(nxt)
 
@@ -231,7 +238,7 @@ class _Neural(_Coverage):
         B, Tx, d = C.shape
         ZR, RS, St = self.gates[i]
         dx = C.new_empty(B * Tx, 3 * d)
-        self.dm = gru_backward(self.dm.flatten(0, 1), C.flatten(0, 1), ZR, St, self.lw["U_zr"], self.lw["U"],
+        self.dm = gru_backward(self.dm.flatten(0, 1), C.flatten(0, 1), ZR, St, self._lw("U_zr"), self._lw("U"),
                                 dx).view(B, Tx, d)
         self._add_product("U_zr", dx[:, d:], C.flatten(0, 1))
         self._add_product("U", dx[:, :d], RS)
@@ -240,7 +247,7 @@ class _Neural(_Coverage):
         dxs = dx.sum(1)  # (B, 3d): W^s s_{i−1} is the same for every source word
         self._add_product("W_s", dxs, s_prev)
         self._add("w_alpha", (dx * alpha.unsqueeze(2)).sum((0, 1)))
-        return dx @ self.w["w_alpha"], mm(dxs, self.lw["W_s"], self.lp)
+        return dx @ self.w["w_alpha"], mm(dxs, self._lw("W_s"), self.lp)
 
 
 HAND_WRITTEN = {LocationAttention: _Location, LinguisticCoverage: _Coverage, FertilityCoverage: _Fertility,
