@@ -274,6 +274,35 @@ def test_overlays_then_a_target_as_docs_cluster_md_writes_them():
     assert {"download", "train"} <= planned and not planned & {"translate", "score", "tables"}, planned
 
 
+def test_an_entry_that_decodes_another_model_is_checked_against_it():
+    """`decodes`: another trained model, the same network and text, nothing a training would read; `decode:` only
+    on such an entry (on a trained model its change would retrain it); its penalties checked where they can act."""
+    c = params()
+    gnmt = {"length_norm": False, "length_penalty": 0.2, "coverage_penalty": 0.2}
+    c["models"]["gnmt"] = {"arch": "rnnsearch", "train_max_len": 50, "decodes": "rnnsearch-50", "decode": gnmt}
+    cfg.validate(c)
+    assert cfg.trained(c, "gnmt") == "rnnsearch-50" and cfg.trained(c, "rnnsearch-50") == "rnnsearch-50"
+    assert cfg.decoding(c, "gnmt") == {**c["decode"], **gnmt} and cfg.decoding(c, "rnnsearch-30") == c["decode"]
+    for change, expected in [
+        ({"decodes": "rnnsearch-5"}, "'models.gnmt.decodes': 'rnnsearch-5' is not another trained model of 'models' "
+                                     "(rnnencdec-30, rnnsearch-30, rnnencdec-50, rnnsearch-50)"),
+        ({"decodes": "gnmt"}, "'models.gnmt.decodes': 'gnmt' is not another trained model"),
+        ({"train_max_len": 30}, "'models.gnmt.decodes': gnmt must be rnnsearch-50's network (arch, sizes and switches) "
+                                "and train_max_len"),
+        ({"coverage": "neural"}, "gnmt must be rnnsearch-50's network"),
+        ({"max_updates": 9, "patience": 1}, "'models.gnmt.decodes': gnmt trains nothing, so max_updates, patience "
+                                            "cannot take effect; drop them"),
+        ({"decode": {**gnmt, "length_norm": True}}, "'models.gnmt.decode.length_norm': GNMT's penalties replace"),
+    ]:
+        assert expected in problems(params_with(c, "models.gnmt", {**c["models"]["gnmt"], **change})), change
+    assert "'models.gnmt.decode.coverage_penalty' sums each model's attention, and gnmt has none: drop it" in problems(
+        params_with(c, "models.gnmt", {**c["models"]["gnmt"], "arch": "rnnencdec", "decodes": "rnnencdec-50"}))
+    assert "'models.rnnsearch-30.decode': a model's own decode settings belong to an entry that decodes it" in problems(
+        params_with(c, "models.rnnsearch-30", {**c["models"]["rnnsearch-30"], "decode": gnmt}))
+    assert "'models.star.continues': gnmt trains nothing; continue rnnsearch-50" in problems(params_with(
+        c, "models.star", {"arch": "rnnsearch", "train_max_len": 50, "continues": "gnmt", "max_updates": 99999}))
+
+
 def test_gnmt_penalties_that_cannot_take_effect_are_errors_naming_the_key():
     """decode.length_penalty / coverage_penalty replace length_norm's ranking (which must then be off), need a beam,
     and the coverage penalty needs every model's attention; with those, the config is valid."""

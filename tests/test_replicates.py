@@ -131,6 +131,8 @@ def test_tables_stage_refuses_lists_of_different_lengths(tmp_path: Path):
     from rnnsearch.textio import InputError
 
     (tmp_path / "s.json").write_text(json.dumps(_score("m", 1, 1.0)))
-    with pytest.raises(InputError, match="one of each per model and replicate"):
+    with pytest.raises(InputError, match="give a score and translations per model and replicate"):
         run_tables([str(tmp_path / "s.json")] * 2, [str(tmp_path / "s.json")], [], "ref", ScoreConfig([10], 0), 1,
                    str(tmp_path))
+    with pytest.raises(InputError, match="0 --train-stats: .* and the statistics of each training"):
+        run_tables([str(tmp_path / "s.json")], [], ["h"], "ref", ScoreConfig([10], 0), 1, str(tmp_path))

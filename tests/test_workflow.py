@@ -171,7 +171,7 @@ def test_changing_one_model_reruns_only_what_depends_on_it(workspace: Path):
 DATA_JOBS = {"corpus", "shard", "tokenize", "tokenize_shard", "clean", "gather", "filter", "count", "vocab", "data_report"}
 
 
-@pytest.mark.parametrize("overlay", ["empty", "threads", "decode", "copy", "variant"])
+@pytest.mark.parametrize("overlay", ["empty", "threads", "decode", "copy", "variant", "decodes"])
 def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, tmp_path: Path, overlay: str):
     """The same change as an edit of params.yaml or as a --configfile overlay plans the same jobs: a job's rerun
     depends on the values of the keys its stage reads, never on which files gave them. A copy of params.yaml
@@ -183,7 +183,9 @@ def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, 
     assert copy["peer"]["python"] is None
     path.write_text({"empty": "{}\n", "threads": "train: {threads: 8}\ndecode: {threads: 4}\n",
                      "decode": "decode: {beam: 2}\n", "copy": yaml.safe_dump(copy, sort_keys=False),
-                     "variant": "models:\n  rnnsearch-50b: {arch: rnnsearch, train_max_len: 50, n: 12}\n"}[overlay])
+                     "variant": "models:\n  rnnsearch-50b: {arch: rnnsearch, train_max_len: 50, n: 12}\n",
+                     "decodes": "models:\n  gnmt: {arch: rnnsearch, train_max_len: 50, decodes: rnnsearch-50, decode: "
+                                "{length_norm: false, length_penalty: 0.2, coverage_penalty: 0.2}}\n"}[overlay])
     dry = sh([str(BIN / "snakemake"), "-n", "--cores", "2", "--configfile", str(path)], workspace)
     if overlay in ("empty", "threads"):
         assert "Nothing to be done" in dry.stdout + dry.stderr
@@ -196,6 +198,10 @@ def test_an_overlay_reruns_only_the_jobs_whose_keys_it_changes(workspace: Path, 
     assert not DATA_JOBS & set(counts)
     if overlay in ("decode", "copy"):
         assert "train" not in counts and counts["translate"] == 8
+    elif overlay == "decodes":  # rnnsearch-50's trainings decoded again, no training of its own
+        assert "train" not in counts and counts["translate"] == counts["score"] == 2
+        planned = re.findall(r"^rule translate:\n    input: (\S+),", dry.stdout, re.M)
+        assert sorted(planned) == [f"results/models/rnnsearch-50/replicate{r}/model.pt" for r in (1, 2)], planned
     else:
         assert counts["train"] == 2 and "results/models/rnnsearch-50b/replicate2/model.pt" in dry.stdout
         assert counts["translate"] == 2 and counts["score"] == 2

@@ -44,16 +44,65 @@ def has_attention(entry: dict) -> bool:
     return entry.get("attention", PRESETS[entry["arch"]]["attention"]) != "none"
 
 
+def decoding(config: dict, name: str) -> dict:
+    """The `decode:` settings model `name` is decoded with: params.yaml's, with its entry's own `decode:` over them
+    (an entry that `decodes` another)."""
+    return {**config["decode"], **config["models"][name].get("decode", {})}
+
+
+def trained(config: dict, name: str) -> str:
+    """The model whose training `name`'s checkpoints are: the one it `decodes`, else itself."""
+    return config["models"][name].get("decodes", name)
+
+
 def penalty_checks(config: dict) -> list[str]:
-    """GNMT's penalties (decode.length_penalty, decode.coverage_penalty) where they can take effect."""
-    decode, problems = config["decode"], []
-    if decode["length_penalty"] or decode["coverage_penalty"]:
-        if decode["length_norm"]:
-            problems.append("'decode.length_norm': GNMT's penalties replace its division by the length; set it false")
-        if decode["beam"] == 1:
-            problems.append("'decode.beam': GNMT's penalties rank a beam's finished translations; beam 1 has one")
-    blind = [name for name, entry in config["models"].items() if not has_attention(entry)]
-    if decode["coverage_penalty"] and blind:
-        problems.append(f"'decode.coverage_penalty' sums each model's attention, and {', '.join(blind)} have none: "
-                        f"drop them from this run (an overlay's `remove: [{', '.join('models.' + b for b in blind)}]`)")
+    """GNMT's penalties (decode.length_penalty, decode.coverage_penalty, or an entry's own `decode:`) where they
+    can take effect."""
+    problems, blind = [], []
+    for name, entry in config["models"].items():
+        decode, own = decoding(config, name), entry.get("decode", {})
+
+        def key(k: str) -> str:
+            return f"'models.{name}.decode.{k}'" if k in own else f"'decode.{k}'"
+
+        if decode["length_penalty"] or decode["coverage_penalty"]:
+            if decode["length_norm"]:
+                problems.append(f"{key('length_norm')}: GNMT's penalties replace its division by the length; set it false")
+            if decode["beam"] == 1:
+                problems.append("'decode.beam': GNMT's penalties rank a beam's finished translations; beam 1 has one")
+        if decode["coverage_penalty"] and not has_attention(entry):
+            blind.append((key("coverage_penalty"), name))
+    for where in dict.fromkeys(w for w, _ in blind):
+        names = [n for w, n in blind if w == where]
+        problems.append(f"{where} sums each model's attention, and {', '.join(names)} "
+                        f"{'have' if len(names) > 1 else 'has'} none: drop {'them' if len(names) > 1 else 'it'} from "
+                        f"this run (an overlay's `remove: [{', '.join('models.' + n for n in names)}]`)")
+    return list(dict.fromkeys(problems))
+
+
+def decodes_checks(config: dict, network) -> list[str]:
+    """An entry that `decodes` another model (a decode-only ablation): that model trains (it decodes no other), is
+    the same network on the same text, and the entry sets nothing that only a training of its own could use.
+    `network(config, name)`: a model's resolved architecture (rnnsearch.model.presets.model_config)."""
+    problems, models = [], config["models"]
+    for name, entry in models.items():
+        where = f"'models.{name}.decodes'"
+        if "decode" in entry and "decodes" not in entry:
+            problems.append(f"'models.{name}.decode': a model's own decode settings belong to an entry that decodes "
+                            f"it (`decodes: {name}`), so that changing them retrains nothing")
+        if "decodes" in models.get(entry.get("continues"), {}):
+            problems.append(f"'models.{name}.continues': {entry['continues']} trains nothing; continue "
+                            f"{models[entry['continues']]['decodes']}")
+        source = entry.get("decodes")
+        if source is None:
+            continue
+        if source not in models or source == name or "decodes" in models[source]:
+            trainings = ", ".join(m for m, e in models.items() if "decodes" not in e and m != name)
+            problems.append(f"{where}: {source!r} is not another trained model of 'models' ({trainings})")
+            continue
+        if network(config, name) != network(config, source) or entry["train_max_len"] != models[source]["train_max_len"]:
+            problems.append(f"{where}: {name} must be {source}'s network (arch, sizes and switches) and train_max_len")
+        idle = [k for k in ("continues", "max_updates", "patience", "precision") if k in entry]
+        if idle:
+            problems.append(f"{where}: {name} trains nothing, so {', '.join(idle)} cannot take effect; drop them")
     return problems

@@ -3,7 +3,7 @@
 
 rule bench_decode:
     input:
-        checkpoint=f"results/models/{config['figures']['alignment_model']}/replicate1/model.pt",
+        checkpoint=f"{trained_dir(ALIGN_MODEL, 1)}/model.pt",
         src=f"results/data/tok/test.{SRC}",
         src_vocab=f"results/data/vocab.{SRC}.tsv",
         spm=SPM_FILES,

@@ -44,6 +44,8 @@ else:
     os.environ.pop(rcfg.CONFIG_ENV, None)
 SRC, TGT = config["data"]["src"], config["data"]["tgt"]
 MODELS = list(config["models"])
+# The models that train: all but the entries that decode another's checkpoints (models.<name>.decodes).
+TRAINED = [m for m in MODELS if rcfg.trained(config, m) == m]
 # Each model is trained `replicates` times (replicate r: seed + r - 1); Figure 3, the AER, the peer and the
 # extra test sets use replicate 1.
 REPLICATES = list(range(1, config["replicates"] + 1))
@@ -91,6 +93,20 @@ def train_cost(model):
     continues another trains only the updates after its parent's."""
     entry = config["models"][model]
     return rcfg.job_updates(config, model) * entry["train_max_len"] * (2 if entry["arch"] == "rnnsearch" else 1) // 1000
+
+
+def trained_dir(model, replicate):
+    """The training folder whose checkpoints `model` is decoded from: its own, or the model's it `decodes`."""
+    return f"results/models/{rcfg.trained(config, model)}/replicate{replicate}"
+
+
+def search_flags(d):
+    """The command-line flags of beam search with the decode settings `d` (decode.threads, speed only, is not
+    among them: a change of it reruns nothing); GNMT's penalties only where set, so that their absence reruns
+    nothing either."""
+    gnmt = "".join(f" --{k.replace('_', '-')} {d[k]}" for k in ("length_penalty", "coverage_penalty") if d[k])
+    return (f"--beam {d['beam']} --max-len-a {d['max_len_a']} --max-len-b {d['max_len_b']}"
+            + ("" if d["length_norm"] else " --no-length-norm") + gnmt)
 
 
 def continued(w):
@@ -196,10 +212,10 @@ def each_replicate(pattern):
     return expand(pattern, model=MODELS, replicate=REPLICATES)
 
 
-def replicate_patterns(pattern):
-    """A rule's param: `pattern` for every model, {replicate} left for the stage to fill in from `replicates`,
-    so that the command (and dvc.yaml's) stays the same whatever the number of replicates."""
-    names = " ".join(pattern.format(model=m, replicate="{replicate}") for m in MODELS)
+def replicate_patterns(pattern, models=MODELS):
+    """A rule's param: `pattern` for every model (of `models`), {replicate} left for the stage to fill in from
+    `replicates`, so that the command (and dvc.yaml's) stays the same whatever the number of replicates."""
+    names = " ".join(pattern.format(model=m, replicate="{replicate}") for m in models)
     return lambda wildcards: names  # a function: Snakemake formats params strings with the job's wildcards
 
 

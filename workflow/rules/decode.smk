@@ -3,7 +3,7 @@
 
 rule translate:
     input:
-        checkpoint="results/models/{model}/replicate{replicate}/model.pt",
+        checkpoint=lambda w: f"{trained_dir(w.model, w.replicate)}/model.pt",
         src=f"results/data/tok/test.{SRC}",
         ref=f"results/data/tok/test.{TGT}",
         src_vocab=f"results/data/vocab.{SRC}.tsv",
@@ -19,7 +19,7 @@ rule translate:
         attention="results/translations/{model}/replicate{replicate}/attention.npz",
         stats="results/translations/{model}/replicate{replicate}/decode_stats.json",
     params:
-        stage=stage_params("translate"),
+        stage=lambda w: stage_params("translate", w.model),
         launch=launcher("decode"),
     threads: config["decode"]["threads"] * config["decode"]["processes"]
     resources:
@@ -29,24 +29,24 @@ rule translate:
     log:
         "results/logs/translate/{model}/replicate{replicate}.log",
     shell:
-        "{params.launch}rnnsearch translate --checkpoint {input.checkpoint} --src {input.src} --ref {input.ref}"
+        "{params.launch}rnnsearch translate --model {wildcards.model} --checkpoint {input.checkpoint}"
+        " --src {input.src} --ref {input.ref}"
         " --src-vocab {input.src_vocab} --tgt-vocab {input.tgt_vocab}"
         " --out-dir results/translations/{wildcards.model}/replicate{wildcards.replicate} --log {log}"
 
 
 rule translate_extra:
     """Each model (its replicate 1) on each extra test set (extra_tests), raw text in, detokenized translations out, with the
-    decode settings of the main test set."""
+    decode settings of the main test set (the model's own, rcfg.decoding)."""
     input:
-        checkpoint="results/models/{model}/replicate1/model.pt",
+        checkpoint=lambda w: f"{trained_dir(w.model, 1)}/model.pt",
         src=lambda w: f"{EXTRA_TESTS[w.testset]}.{SRC}",
         code=stage_code("translate"),
     output:
         "results/extra/{testset}/{model}.hyp",
     params:
         # the search flags: decode.threads (speed only, rcfg.SPEED_ONLY) is not among them, and reruns nothing
-        search=(f"--beam {config['decode']['beam']} --max-len-a {config['decode']['max_len_a']} --max-len-b "
-                f"{config['decode']['max_len_b']}" + ("" if config["decode"]["length_norm"] else " --no-length-norm")),
+        search=lambda w: search_flags(rcfg.decoding(config, w.model)),
         punct="" if config["tokenize"]["normalize_punctuation"] else " --no-normalize-punctuation",
         langs=f"--src-lang {SRC} --tgt-lang {TGT}",
     threads: config["decode"]["threads"]
@@ -59,3 +59,4 @@ rule translate_extra:
     shell:
         "rnnsearch translate --checkpoint {input.checkpoint} --input {input.src} --output {output}"
         " {params.search}{params.punct} {params.langs} --log {log}"
+

@@ -25,7 +25,7 @@ rule score:
 rule tables:
     input:
         scores=each_replicate("results/scores/{model}/replicate{replicate}.json"),
-        stats=each_replicate("results/models/{model}/replicate{replicate}/train_stats.json"),
+        stats=expand("results/models/{model}/replicate{replicate}/train_stats.json", model=TRAINED, replicate=REPLICATES),
         hyps=each_replicate("results/translations/{model}/replicate{replicate}/test.hyp.tok"),
         ref_tok=f"results/data/tok/test.{TGT}",
         code=stage_code("tables"),
@@ -49,7 +49,7 @@ rule tables:
     params:
         stage=stage_params("tables"),
         scores=replicate_patterns("results/scores/{model}/replicate{replicate}.json"),
-        stats=replicate_patterns("results/models/{model}/replicate{replicate}/train_stats.json"),
+        stats=replicate_patterns("results/models/{model}/replicate{replicate}/train_stats.json", TRAINED),
         hyps=replicate_patterns("results/translations/{model}/replicate{replicate}/test.hyp.tok"),
     localrule: True  # reads scores and statistics: seconds where Snakemake runs, not a Slurm job's queue wait
     conda:
@@ -104,7 +104,7 @@ if AER_GOLD:
 
     rule aer:
         input:
-            checkpoint=f"results/models/{ALIGN_MODEL}/replicate1/model.pt",
+            checkpoint=f"{trained_dir(ALIGN_MODEL, 1)}/model.pt",
             src=f"results/data/tok/test.{SRC}",
             ref=f"results/data/tok/test.{TGT}",
             src_vocab=f"results/data/vocab.{SRC}.tsv",
@@ -221,9 +221,9 @@ rule compare:  # not part of `all`: results/compare/<a>_vs_<b>/comparison.md (th
         code=stage_code("compare"),
     output:
         multiext("results/compare/{a}_vs_{b}/", "comparison.md", "comparison.json", "dev_nll.png"),
-    wildcard_constraints:
-        a="|".join(map(re.escape, MODELS)),
-        b="|".join(map(re.escape, MODELS)),
+    wildcard_constraints:  # trainings (an entry that `decodes` another shares its trainings: no independent arm)
+        a="|".join(map(re.escape, TRAINED)),
+        b="|".join(map(re.escape, TRAINED)),
     params:
         stage=stage_params("compare"),
     conda:

@@ -7,7 +7,7 @@ PEER_MODEL = config["peer"]["model"]
 
 rule peer_joeynmt:
     input:
-        stats=f"results/models/{PEER_MODEL}/replicate1/train_stats.json",
+        stats=f"{trained_dir(PEER_MODEL, 1)}/train_stats.json",
         train=[train_file(PEER_MODEL, SRC), train_file(PEER_MODEL, TGT)],
         dev=expand("results/data/tok/dev.{lang}", lang=[SRC, TGT]),
         test=expand("results/data/tok/test.{lang}", lang=[SRC, TGT]),
@@ -35,7 +35,7 @@ rule peer_joeynmt:
 rule peer:
     input:
         ours=expand("results/translations/{model}/replicate1/test.hyp", model=MODELS),
-        stats=expand("results/models/{model}/replicate1/train_stats.json", model=MODELS),
+        stats=[f"{trained_dir(m, 1)}/train_stats.json" for m in MODELS],
         peer=rules.peer_joeynmt.output,
         ref=f"results/data/raw/test.{TGT}",
         code=stage_code("compare-peer"),
@@ -45,7 +45,7 @@ rule peer:
     params:
         stage=stage_params("compare-peer"),
         systems=" ".join(
-            f"--system {m}=results/translations/{m}/replicate1/test.hyp=results/models/{m}/replicate1/train_stats.json"
+            f"--system {m}=results/translations/{m}/replicate1/test.hyp={trained_dir(m, 1)}/train_stats.json"
             for m in MODELS
         ),
     conda:

@@ -26,6 +26,8 @@ rule train:
     threads: config["train"]["threads"] * config["train"]["processes"]
     resources:
         **train_resources(),
+    wildcard_constraints:
+        model="|".join(map(re.escape, TRAINED)),  # an entry that `decodes` another model trains nothing
     retries: 0  # the Snakefile's onstart sets train_retries() in the process that submits jobs
     priority: lambda w: train_cost(w.model)
     conda:

@@ -114,6 +114,8 @@ PIPELINE: tuple[Stage, ...] = (
           "decode settings; without --out-dir: translate your own raw sentences from --input or stdin to stdout",
           "rnnsearch.decoding.translate:translate",
           (arg("--checkpoint", required=True, help="a trained model (model.pt of the train stage)"),
+           arg("--model", help="pipeline stage: the key of `models` these translations are filed under (the "
+                               "checkpoint's own, or an entry that `decodes` it with its own `decode` settings)"),
            *(arg(flag, help=f"pipeline stage: {h}") for flag, h in _TEST.items()),
            arg("--out-dir", help="pipeline stage: the folder of the translations, attention and statistics"),
            arg("--input", default="-", help=_USER + "raw text, one sentence per line ('-': stdin)"),
@@ -144,7 +146,8 @@ PIPELINE: tuple[Stage, ...] = (
                             "tokenize.normalize_punctuation)"),
            arg("--alignment", action="store_true", help=_USER + "draw each alignment as text on stderr"),
            arg("--heatmap-dir", help=_USER + "write each alignment as a PNG heatmap into this folder")),
-          settings={"decode": "decode", "detok_lang": "data.tgt"}, rules=("translate", "translate_extra"),
+          settings={"decode": "decode", "entry": "models.{model}", "detok_lang": "data.tgt"},
+          rules=("translate", "translate_extra"),
           runs_model=True, job_log=True),
     # 7-9: evaluation (rnnsearch.evaluation)
     Stage("score", "7. BLEU (tokenized and sacreBLEU), All / No UNK / by sentence length",

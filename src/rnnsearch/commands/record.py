@@ -80,8 +80,9 @@ class Stage:
         return tuple(dict.fromkeys(out))
 
     def keys_for(self, model: str | None = None, source: str | None = None) -> list[str]:
-        """The keys with `{model}` (--model) and `{source}` (data.source) filled in."""
-        return [k.format(model=model, source=source) for k in self.keys]
+        """The keys with `{model}` (--model) and `{source}` (data.source) filled in; without a model, none of a
+        model's keys."""
+        return [k.format(model=model, source=source) for k in self.keys if model is not None or "{model}" not in k]
 
     def bind(self, fn: Callable, args: argparse.Namespace, p: "Params") -> tuple[dict[str, Any], set[str]]:
         """The keyword arguments of `fn` for this command line and these params, and the names they used (the

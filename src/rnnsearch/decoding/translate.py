@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,34 +49,54 @@ class TestFiles:
     tgt_vocab: str | None = None
 
 
+@dataclass(frozen=True)
+class Filed:
+    """The key of `models` the translations are filed under (--model; None: the checkpoint's) and its entry: an
+    entry that `decodes` another model takes that model's checkpoints and ranks with its own `decode`."""
+
+    model: str | None = None
+    entry: dict | None = None
+
+    def names(self) -> tuple[str | None, str | None]:
+        """The name filed under and the model whose checkpoint is expected (None: any, the checkpoint's own)."""
+        return self.model, (self.entry or {}).get("decodes", self.model)
+
+
 def translate(checkpoint: str, out_dir: str | None, test: TestFiles, text: UserText, opts: UserOptions,
-              decode: DecodeConfig | None = None, detok_lang: str | None = None) -> dict | None:
+              decode: DecodeConfig | None = None, detok_lang: str | None = None, filed: Filed = Filed()) -> dict | None:
     """The translate stage: with `out_dir`, stage 6 (`run_translate`: the test set with params.yaml's `decode`,
-    detokenized for `detok_lang`, data.tgt); without, a user's sentences (`text`) with the search `opts` of the
-    command line (rnnsearch.decoding.user)."""
+    under the entry's own (`models.<model>.decode`), detokenized for `detok_lang`, data.tgt); without, a user's
+    sentences (`text`) with the search `opts` of the command line (rnnsearch.decoding.user)."""
     if not out_dir:
         return translate_user(checkpoint, text, opts, test.src_vocab, test.tgt_vocab)
     missing = [x for x in ("src", "ref", "src_vocab", "tgt_vocab") if not getattr(test, x)]
     if missing:
         raise InputError("the translate stage needs " + ", ".join("--" + x.replace("_", "-") for x in missing))
+    decode = replace(decode, **(filed.entry or {}).get("decode", {}))
     started_as("decode.processes", decode.processes, "translate")
-    return run_translate(checkpoint, test, out_dir, decode, detok_lang)
+    return run_translate(checkpoint, test, out_dir, decode, detok_lang, filed.names())
 
 
-def run_translate(checkpoint: str, test: TestFiles, out_dir: str, decode: DecodeConfig, tgt_lang: str) -> dict | None:
+def run_translate(checkpoint: str, test: TestFiles, out_dir: str, decode: DecodeConfig, tgt_lang: str,
+                  names: tuple[str | None, str | None] = (None, None)) -> dict | None:
     """Started by torchrun or srun as N processes (`decode.processes`; `rnnsearch.distributed`), each translates
-    every N-th sentence on its own device and process 0 writes the whole (the others return None)."""
+    every N-th sentence on its own device and process 0 writes the whole (the others return None). `names`: the
+    model the translations are filed as and the one whose checkpoint it must be (None: the checkpoint's)."""
     world = detect()
     device = process_device(resolve_device(decode.device, "decode.device"), world)
     with process_group(world, torch.device("cpu"), "translation"):  # gloo: the translations gather on process 0
-        return _translate(checkpoint, test, Path(out_dir), decode, tgt_lang, world, device)
+        return _translate(checkpoint, test, Path(out_dir), decode, (tgt_lang, *names), world, device)
 
 
-def _translate(checkpoint: str, test: TestFiles, out: Path, decode: DecodeConfig, tgt_lang: str, world: World,
-               device) -> dict | None:
+def _translate(checkpoint: str, test: TestFiles, out: Path, decode: DecodeConfig, filed: tuple[str, str | None, str | None],
+               world: World, device) -> dict | None:
+    tgt_lang, name, trained = filed
     torch.set_num_threads(decode.threads)
     state = load_checkpoint(checkpoint, device)
     model, config = model_of(state, checkpoint, device)
+    if trained not in (None, config["name"]):
+        raise InputError(f"{checkpoint}: a checkpoint of {config['name']}, but --model {name} decodes {trained}'s")
+    name = name or config["name"]
     src_vocab, tgt_vocab = Vocab.load(test.src_vocab), Vocab.load(test.tgt_vocab)
     check_vocabs(state, checkpoint, src=(test.src_vocab, src_vocab), tgt=(test.tgt_vocab, tgt_vocab))
     src_tok, ref_tok = read_lines(test.src), read_lines(test.ref)
@@ -114,11 +134,14 @@ def _translate(checkpoint: str, test: TestFiles, out: Path, decode: DecodeConfig
                     alphas[f"src.{i}"] = np.array(src_vocab.units(src_tok[i].split()) + ["</s>"])
                     alphas[f"hyp.{i}"] = np.array(tgt_vocab.decode(h.tokens, units=True) + ["</s>"])
         np.savez_compressed(f, **alphas)
-    stats = {"model": config["name"], "arch": config["model"]["arch"], "seed": config["seed"], "sentences": len(src_ids), "beam": opts["beam"], "batch_size": opts["batch_size"],
+    stats = {"model": name, "arch": config["model"]["arch"], "seed": config["seed"], "sentences": len(src_ids), "beam": opts["beam"], "batch_size": opts["batch_size"],
              "seconds_all": round(seconds_all, 3), "sentences_per_s": round(len(src_ids) / seconds_all, 2),
              "nounk_sentences": len(ids), "device": str(device), "threads": decode.threads,
-             **({"processes": world.size} if world.size > 1 else {})}
+             **({"processes": world.size} if world.size > 1 else {}),
+             **({"decodes": config["name"]} if config["name"] != name else {}),  # another model's checkpoint
+             **({k: opts[k] for k in ("length_norm", "length_penalty", "coverage_penalty")}
+                if opts["length_penalty"] or opts["coverage_penalty"] else {})}  # GNMT's ranking, where set
     write_json_atomic(out / "decode_stats.json", stats)
     log.info("%s: %d sentences in %.1f s (%.1f sent/s, beam %d); No-UNK subset: %d sentences",
-             config["name"], len(src_ids), seconds_all, stats["sentences_per_s"], opts["beam"], len(ids))
+             name, len(src_ids), seconds_all, stats["sentences_per_s"], opts["beam"], len(ids))
     return stats

@@ -195,14 +195,16 @@ def table_alignment(groups: dict[str, list[dict]],
 
 def run_tables(scores: list[str], train_stats: list[str], hyps: list[str], ref_tok: str, score: ScoreConfig,
                replicates: int, out_dir: str) -> None:
-    """Table 1 (table1.csv, table1.md, table1_replicates.csv) and Table 2 from the score and train_stats JSONs of
-    every model's replicates (model by model, replicates in order; `{replicate}` in a name stands for 1..
-    `replicates`) and their tokenized translations."""
+    """Table 1 (table1.csv, table1.md, table1_replicates.csv) and the alignment table from the score JSONs and
+    tokenized translations of every model's replicates (model by model, replicates in order; `{replicate}` in a
+    name stands for 1..`replicates`), Table 2 from the train_stats JSONs of every training (an entry that
+    `decodes` another model has none of its own)."""
     score_files, stats_files, hyp_files = (each_replicate(x, replicates) for x in (scores, train_stats, hyps))
     samples = score.bootstrap_samples
-    if not (len(score_files) == len(stats_files) == len(hyp_files)):
-        raise InputError(f"tables: {len(score_files)} --scores, {len(stats_files)} --train-stats and "
-                         f"{len(hyp_files)} --hyps: give one of each per model and replicate, in the same order")
+    if len(score_files) != len(hyp_files) or not stats_files:
+        raise InputError(f"tables: {len(score_files)} --scores, {len(hyp_files)} --hyps and {len(stats_files)} "
+                         "--train-stats: give a score and translations per model and replicate, in the same order, "
+                         "and the statistics of each training")
     out = Path(out_dir)
     scores = [read_json(f) for f in score_files]
     groups = by_model(scores)
