@@ -303,6 +303,19 @@ def test_an_entry_that_decodes_another_model_is_checked_against_it():
         c, "models.star", {"arch": "rnnsearch", "train_max_len": 50, "continues": "gnmt", "max_updates": 99999}))
 
 
+def test_a_coverage_loss_without_attention_is_an_error_naming_the_key():
+    c = params()
+    assert "'train.coverage_loss' sums the alignments α of rnnencdec-30, which has no attention: set it 0 for it " \
+           "(models.rnnencdec-30.coverage_loss: 0)" in problems(params_with(c, "train.coverage_loss", 1.0))
+    for name in ("rnnencdec-30", "rnnencdec-50"):
+        c["models"][name]["coverage_loss"] = 0.0
+    cfg.validate(params_with(c, "train.coverage_loss", 1.0))
+    c["models"]["rnnsearch-30"]["coverage_loss"] = 2.0
+    assert cfg.train_config(c, "rnnsearch-30").coverage_loss == 2.0 and cfg.train_config(c, "rnnsearch-50").coverage_loss == 0
+    assert "'models.rnnencdec-50.coverage_loss' sums the alignments α of rnnencdec-50, which has no attention: set " \
+           "it 0 there" in problems(params_with(c, "models.rnnencdec-50.coverage_loss", 0.5))
+
+
 def test_gnmt_penalties_that_cannot_take_effect_are_errors_naming_the_key():
     """decode.length_penalty / coverage_penalty replace length_norm's ranking (which must then be off), need a beam,
     and the coverage penalty needs every model's attention; with those, the config is valid."""

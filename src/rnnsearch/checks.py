@@ -7,6 +7,7 @@ import math
 from typing import Any, Iterable
 
 from rnnsearch.model.presets import PRESETS
+from rnnsearch.settings import MODEL_TRAIN_KEYS
 
 
 def dotted(path: Iterable[Any]) -> str:
@@ -67,7 +68,8 @@ def penalty_checks(config: dict) -> list[str]:
 
         if decode["length_penalty"] or decode["coverage_penalty"]:
             if decode["length_norm"]:
-                problems.append(f"{key('length_norm')}: GNMT's penalties replace its division by the length; set it false")
+                problems.append(f"{key('length_norm')}: GNMT's penalties replace its division by the length; set it "
+                                "false")
             if decode["beam"] == 1:
                 problems.append("'decode.beam': GNMT's penalties rank a beam's finished translations; beam 1 has one")
         if decode["coverage_penalty"] and not has_attention(entry):
@@ -78,6 +80,18 @@ def penalty_checks(config: dict) -> list[str]:
                         f"{'have' if len(names) > 1 else 'has'} none: drop {'them' if len(names) > 1 else 'it'} from "
                         f"this run (an overlay's `remove: [{', '.join('models.' + n for n in names)}]`)")
     return list(dict.fromkeys(problems))
+
+
+def coverage_loss_checks(config: dict) -> list[str]:
+    """train.coverage_loss (or a model's own) sums α: a model without attention has none to sum."""
+    problems = []
+    for name, entry in config["models"].items():
+        own = "coverage_loss" in entry
+        if entry.get("coverage_loss", config["train"]["coverage_loss"]) and not has_attention(entry):
+            where = f"'models.{name}.coverage_loss'" if own else "'train.coverage_loss'"
+            problems.append(f"{where} sums the alignments α of {name}, which has no attention: set it 0 "
+                            f"{'there' if own else f'for it (models.{name}.coverage_loss: 0)'}")
+    return problems
 
 
 def decodes_checks(config: dict, network) -> list[str]:
@@ -100,9 +114,10 @@ def decodes_checks(config: dict, network) -> list[str]:
             trainings = ", ".join(m for m, e in models.items() if "decodes" not in e and m != name)
             problems.append(f"{where}: {source!r} is not another trained model of 'models' ({trainings})")
             continue
-        if network(config, name) != network(config, source) or entry["train_max_len"] != models[source]["train_max_len"]:
+        same_text = entry["train_max_len"] == models[source]["train_max_len"]
+        if network(config, name) != network(config, source) or not same_text:
             problems.append(f"{where}: {name} must be {source}'s network (arch, sizes and switches) and train_max_len")
-        idle = [k for k in ("continues", "max_updates", "patience", "precision") if k in entry]
+        idle = [k for k in ("continues", *MODEL_TRAIN_KEYS) if k in entry]
         if idle:
             problems.append(f"{where}: {name} trains nothing, so {', '.join(idle)} cannot take effect; drop them")
     return problems

@@ -23,7 +23,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from rnnsearch.checks import decodes_checks, dotted as _key, has_attention, non_finite, penalty_checks
+from rnnsearch.checks import coverage_loss_checks, decodes_checks, dotted as _key, has_attention, non_finite
+from rnnsearch.checks import penalty_checks
 from rnnsearch.checks import decoding, trained  # noqa: F401 (config.decoding, config.trained: the workflow's)
 from rnnsearch.commands import BY_NAME, Params
 from rnnsearch.data.corpus import SOURCES
@@ -237,7 +238,7 @@ def _cross_checks(config: dict) -> list[str]:
         problems.append(f"'peer.model': {config['peer']['model']!r} is not a key of 'models' ({', '.join(config['models'])})")
     if fig["alignment_min_len"] > fig["alignment_max_len"]:
         problems.append("'figures.alignment_min_len' is larger than 'figures.alignment_max_len'")
-    problems += penalty_checks(config) + decodes_checks(config, model_config)
+    problems += penalty_checks(config) + decodes_checks(config, model_config) + coverage_loss_checks(config)
     edges = config["score"]["length_buckets"]
     if edges != sorted(set(edges)):
         problems.append(f"'score.length_buckets': upper edges must increase strictly, got {edges}")

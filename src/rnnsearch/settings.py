@@ -22,6 +22,7 @@ class TrainConfig:
     scale_batch: bool
     sort_batches: int
     clip_norm: float
+    coverage_loss: float  # See et al. (2017)'s λ (rnnsearch.training.scoring.training_loss); 0: the paper's NLL alone
     max_updates: int
     patience: int
     log_every: int
@@ -86,12 +87,13 @@ class ScoreConfig:
     bootstrap_samples: int
 
 
-MODEL_TRAIN_KEYS = ("max_updates", "patience", "precision")  # train.* keys a model of `models` may set for itself
+# the train.* keys a model of `models` may set for itself
+MODEL_TRAIN_KEYS = ("max_updates", "patience", "precision", "coverage_loss")
 
 
 def train_config(config: dict, name: str) -> TrainConfig:
-    """`train:` with the model's own `max_updates`, `patience` and `precision` (MODEL_TRAIN_KEYS), and the output
-    limit of `decode:`, which validation decodes with."""
+    """`train:` with the model's own `max_updates`, `patience`, `precision` and `coverage_loss` (MODEL_TRAIN_KEYS),
+    and the output limit of `decode:`, which validation decodes with."""
     entry = config["models"][name]
     return typed(TrainConfig, {**config["train"], **{k: entry[k] for k in MODEL_TRAIN_KEYS if k in entry},
                                "max_len_a": config["decode"]["max_len_a"], "max_len_b": config["decode"]["max_len_b"]})

@@ -216,10 +216,12 @@ class DeepOutputDecoder(nn.Module):
         logits = self.output(s_prev, self.output.V_o(Ey), c)
         return logits, _join(self.attention, self.cell(self.cell.W(Ey), rnn, c), mine), alpha
 
-    def forward(self, Ey: torch.Tensor, memory) -> torch.Tensor:
-        """Teacher forcing: Ey (B, Ty, m) = E y_0 … E y_{Ty−1} → logits (B, Ty, K)."""
+    def forward(self, Ey: torch.Tensor, memory, alphas: list | None = None) -> torch.Tensor:
+        """Teacher forcing: Ey (B, Ty, m) = E y_0 … E y_{Ty−1} → logits (B, Ty, K); each α_i appended to `alphas`
+        if given (then through autograd)."""
         Ty = Ey.size(1)
-        if self.fused and torch.is_grad_enabled() and not (Ey.is_cuda and _has_memory(self.attention)):
+        fused = self.fused and alphas is None and not (Ey.is_cuda and _has_memory(self.attention))
+        if fused and torch.is_grad_enabled():
             # the same equations, BPTT by hand (fused.py); with memory on the CPU only (CUDA: autograd)
             X = self.cell.W(Ey)  # (B, Ty, 3n)
             if self.attention is None:
@@ -235,7 +237,9 @@ class DeepOutputDecoder(nn.Module):
         states, contexts = [], []
         for i in range(Ty):
             s_prev = self.cell.hidden(state)
-            c, _, mine = _context(self.attention, s_prev, memory, mine)
+            c, alpha, mine = _context(self.attention, s_prev, memory, mine)
+            if alphas is not None:
+                alphas.append(alpha)
             states.append(s_prev)
             contexts.append(c)
             if i + 1 < Ty:  # the last state is never read
@@ -287,14 +291,16 @@ class CombinedOutputDecoder(nn.Module):
         o, state, alpha = self._advance(self.cell.W(Ey), state, memory)
         return self.W_vocab(o), state, alpha
 
-    def forward(self, Ey: torch.Tensor, memory) -> torch.Tensor:
-        if self.fused and torch.is_grad_enabled() and not (self.training and self.dropout.p > 0):
+    def forward(self, Ey: torch.Tensor, memory, alphas: list | None = None) -> torch.Tensor:
+        if self.fused and alphas is None and torch.is_grad_enabled() and not (self.training and self.dropout.p > 0):
             O = combined_output_recurrence(self.cell.W(Ey), memory.s0[:, : self.n], self.cell, self.attention,
                                            self.W_u, memory.h, memory.keys, memory.mask)
             return aligned_linear(O, self.W_vocab)  # (B, Ty, K)
         W_Ey = self.cell.W(Ey).unbind(1)  # Ty × (B, ·)
         state, outputs = memory.s0, []
         for W_Ey_t in W_Ey:
-            o, state, _ = self._advance(W_Ey_t, state, memory)
+            o, state, alpha = self._advance(W_Ey_t, state, memory)
+            if alphas is not None:
+                alphas.append(alpha)
             outputs.append(o)
         return aligned_linear(torch.stack(outputs, 1), self.W_vocab)  # (B, Ty, K)

@@ -126,9 +126,11 @@ class Seq2Seq(nn.Module):
         """
         return self.decoder.step(self.E(y_prev), state, memory)
 
-    def forward(self, x: torch.Tensor, lengths: torch.Tensor, y_in: torch.Tensor) -> torch.Tensor:
-        """Teacher forcing. y_in (B, Ty) = [y_0=PAD, y_1, …, y_{Ty−1}] → logits (B, Ty, K) for y_1 … y_Ty."""
-        return self.decoder(self.E(y_in), self.encode(x, lengths))
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, y_in: torch.Tensor,
+                alphas: list | None = None) -> torch.Tensor:
+        """Teacher forcing. y_in (B, Ty) = [y_0=PAD, y_1, …, y_{Ty−1}] → logits (B, Ty, K) for y_1 … y_Ty; with
+        a list `alphas`, each step's α_i (B, Tx) appended to it (the decoder's plain recurrence: the coverage loss)."""
+        return self.decoder(self.E(y_in), self.encode(x, lengths), alphas)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -28,19 +28,19 @@ from torch.nn import functional as F
 from rnnsearch.data.batching import Batch
 from rnnsearch.data.vocab import PAD_ID
 from rnnsearch.textio import InputError
-from rnnsearch.training.scoring import batch_nll
+from rnnsearch.training.scoring import training_loss
 
 LENGTH_STEP = 4  # (Tx, Ty) in multiples of 4 words: 1/16 of the shapes of exact lengths, 1.5 words of padding a side
 
 
 def update(model, optimizer, b: Batch, bf16: bool, clip_norm: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """App. B.2's update, as train.py runs it: the summed NLL of `b` (the forward pass under bf16 autocast if
-    `bf16`; while a graph records, without autocast's weight cache, which the graph cannot keep), its mean over
+    """App. B.2's update, as train.py runs it: the summed NLL of `b` (and its coverage loss, if any; the forward
+    pass under bf16 autocast if `bf16`; while a graph records, without autocast's weight cache, which the graph cannot keep), its mean over
     sentences backwards, the gradient's norm clipped to `clip_norm`, one optimizer step. The gradients must be
     None or zero before (None: they are written, not added to). Returns the loss and the norm before clipping."""
     cache = not (b.x.is_cuda and torch.cuda.is_current_stream_capturing())
     with torch.autocast(b.x.device.type, dtype=torch.bfloat16, enabled=bf16, cache_enabled=cache):
-        loss = batch_nll(model, b)
+        loss = training_loss(model, b)
     (loss / b.x.size(0)).backward()
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
     optimizer.step()

@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from rnnsearch.data.batching import Batch
 from rnnsearch.training.graphs import capturable_lr, padded, side_stream, static_encoder
-from rnnsearch.training.scoring import batch_nll
+from rnnsearch.training.scoring import training_loss
 
 
 class FlatGradients:
@@ -74,7 +74,7 @@ class DataParallelGraphs:
         self.flat.buffer.zero_()
         cache = not (b.x.is_cuda and torch.cuda.is_current_stream_capturing())
         with torch.autocast(b.x.device.type, dtype=torch.bfloat16, enabled=self.bf16, cache_enabled=cache):
-            loss = batch_nll(self.model, b)
+            loss = training_loss(self.model, b)
         (loss * self.scale).backward()
         return loss.detach()
 

@@ -1,5 +1,5 @@
-"""The training's loss (the summed NLL of a minibatch) and its dev-set scores: NLL per sentence and per word,
-BLEU of greedy or beam decoding."""
+"""The training's loss (the summed NLL of a minibatch, and See et al.'s coverage loss where asked for) and its
+dev-set scores: NLL per sentence and per word, BLEU of greedy or beam decoding."""
 
 from __future__ import annotations
 
@@ -16,10 +16,34 @@ from rnnsearch.training.loss_kernels import summed_nll
 
 def batch_nll(model, batch: Batch) -> torch.Tensor:
     """Summed negative log-likelihood of the batch's target words (</s> included)."""
-    logits = model(batch.x, batch.lengths, batch.y_in)  # (B, Ty, K)
+    return _nll(model(batch.x, batch.lengths, batch.y_in), batch.y_out)  # logits (B, Ty, K)
+
+
+def _nll(logits: torch.Tensor, y_out: torch.Tensor) -> torch.Tensor:
     if torch.is_grad_enabled() and triton_kernels.usable(logits):  # training on a GPU: two kernels, no copies
-        return summed_nll(logits.flatten(0, 1), batch.y_out.flatten(), PAD_ID)
-    return F.cross_entropy(logits.flatten(0, 1), batch.y_out.flatten(), ignore_index=PAD_ID, reduction="sum")
+        return summed_nll(logits.flatten(0, 1), y_out.flatten(), PAD_ID)
+    return F.cross_entropy(logits.flatten(0, 1), y_out.flatten(), ignore_index=PAD_ID, reduction="sum")
+
+
+def training_loss(model, batch: Batch) -> torch.Tensor:
+    """What an update minimises, summed over the batch's sentences: the NLL (`batch_nll`), plus λ times the
+    coverage loss (See et al. 2017, eq. 12–13) where the model's `coverage_loss` λ (train.coverage_loss) is set:
+        covloss_i = Σ_j min(α_ij, C_{i−1,j}),  C_{i−1,j} = Σ_{k<i} α_kj
+    over every target word i (</s> included, padding not). α comes from the decoder's plain recurrence (the
+    hand-written ones keep α inside their step), so a model trained with the coverage loss trains through autograd."""
+    lam = getattr(getattr(model, "module", model), "coverage_loss", 0.0)  # a DistributedDataParallel's module
+    if not lam:
+        return batch_nll(model, batch)
+    alphas: list[torch.Tensor] = []
+    logits = model(batch.x, batch.lengths, batch.y_in, alphas)  # (B, Ty, K); alphas: Ty × (B, Tx)
+    return _nll(logits, batch.y_out) + lam * coverage_loss(torch.stack(alphas, 1), batch.y_out)
+
+
+def coverage_loss(alpha: torch.Tensor, y_out: torch.Tensor) -> torch.Tensor:
+    """Σ_i Σ_j min(α_ij, C_{i−1,j}) of alignments α (B, Ty, Tx), over the target words of y_out (B, Ty) (the
+    positions that are not padding)."""
+    C_prev = alpha.cumsum(1) - alpha  # (B, Ty, Tx): C_{i−1,j} = Σ_{k<i} α_kj
+    return (torch.minimum(alpha, C_prev).sum(-1) * (y_out != PAD_ID)).sum()
 
 
 @torch.no_grad()

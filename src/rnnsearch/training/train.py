@@ -34,7 +34,7 @@ from rnnsearch.training.optimizers import make_optimizer
 from rnnsearch.training.graphs import UpdateGraphs, graphs_wanted
 from rnnsearch.training.parallel_graphs import DataParallelGraphs
 from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
-from rnnsearch.training.scoring import batch_nll, validate  # noqa: F401 (batch_nll: imported from here too)
+from rnnsearch.training.scoring import batch_nll, training_loss, validate  # noqa: F401 (batch_nll: imported from here too)
 from rnnsearch.training.state import (TrainState, best_path, keep_last, link, prune_best, start_or_resume,
                                       stop_on_signals)
 
@@ -139,8 +139,9 @@ class Training:
                        "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab), "global_batch": [batch_size,
                                                                                                    batch_tokens],
                        **({"text": text} if text else {})}  # the training text's languages, Unicode, punctuation
-        dtype = torch.float64 if train_cfg.precision == "fp64" else torch.float32
+        dtype = {"fp64": torch.float64}.get(train_cfg.precision, torch.float32)
         self.model = build_model(model_cfg, len(src_vocab), len(tgt_vocab)).to(device, dtype)
+        self.model.coverage_loss = train_cfg.coverage_loss  # See et al.'s λ, which training_loss adds (scoring.py)
         graphed = graphs_wanted(train_cfg.cuda_graphs, self.model, device, world.size)  # true where impossible: error
         ddp = world.size > 1 and not graphed  # graphed: the gradients are all-reduced between two graphs
         self.net = torch.nn.parallel.DistributedDataParallel(self.model) if ddp else self.model
@@ -151,9 +152,8 @@ class Training:
         resumed = start_or_resume(out, self.config, self.model, self.optimizer, self.batches, device, vocabs,
                                   owner=world.leader, read_by_all=world.barrier, parent=continues)
         self.state = resumed or TrainState()
-        self.graphs = None if not graphed else (
-            UpdateGraphs if world.size == 1 else DataParallelGraphs)(self.model, self.optimizer, self.bf16,
-                                                                    train_cfg.clip_norm)
+        graphs_of = UpdateGraphs if world.size == 1 else DataParallelGraphs
+        self.graphs = graphs_of(self.model, self.optimizer, self.bf16, train_cfg.clip_norm) if graphed else None
         self.run = {"start": self.state.update, "end": self.state.update, "ended_by": None,
                     "slurm_job": os.environ.get("SLURM_JOB_ID"), "host": platform.node(), "processes": world.size}
         self.state.runs.append(self.run)
@@ -207,7 +207,7 @@ class Training:
             return (*self.graphs(part, weight, rows, lr), weight)
         part = part.to(self.device)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            loss = batch_nll(self.net, part)
+            loss = training_loss(self.net, part)
         self.optimizer.zero_grad(set_to_none=True)
         (loss * (weight * world.size) / rows).backward()  # one process: loss / rows (× 1.0, exact)
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
