@@ -372,6 +372,21 @@ def test_max_updates_forbids_resuming_only_where_the_step_sizes_depend_on_it():
         "train.max_updates: 100 now, the checkpoint is at update 150"]
 
 
+def test_a_checkpoint_of_another_coverage_loss_is_not_resumed():
+    """train.coverage_loss changes what every update minimises: a checkpoint of another λ is not resumed (one
+    written before the key existed is λ = 0, the paper's loss)."""
+    def config(**train) -> dict:
+        return {"seed": 1, "src_vocab": 9, "tgt_vocab": 9, "model": {"n": 4},
+                "train": {k: 1 for k in RESUME_KEYS} | {"max_updates": 9, "lr_decay": 0.0} | train}
+
+    assert resume_mismatch(config(coverage_loss=0.0), config(coverage_loss=1.0), 5) == [
+        "train.coverage_loss: 0.0 in the checkpoint, 1.0 now"]
+    older = config()
+    del older["train"]["coverage_loss"]
+    assert resume_mismatch(older, config(coverage_loss=0.0), 5) == []
+    assert resume_mismatch(older, config(coverage_loss=0.5), 5) != []
+
+
 def test_patience_stops_training_early(data: Path, tmp_path: Path):
     params = yaml.safe_load((data / "params.yaml").read_text())
     params["models"]["rnnsearch-50"].update(patience=1, max_updates=10_000)

@@ -33,7 +33,8 @@ log = logging.getLogger("rnnsearch.train")
 # Train settings that shape the trajectory: a checkpoint written under other values cannot be resumed.
 # The others (max_updates, patience, log_every, checkpoint_every, keep_checkpoints, validate_every,
 # validate_beam, device, precision, threads) may change between a run and its resumption.
-RESUME_KEYS = ("optimizer", "lr", "lr_decay", "rho", "eps", "batch_size", "batch_tokens", "sort_batches", "clip_norm")
+RESUME_KEYS = ("optimizer", "lr", "lr_decay", "rho", "eps", "batch_size", "batch_tokens", "sort_batches", "clip_norm",
+               "coverage_loss")
 # Neither is the number of processes: a checkpoint of N data-parallel processes resumes on M (the data position
 # is global), unless train.scale_batch makes the global batch depend on it (config "global_batch").
 
@@ -92,7 +93,7 @@ def resume_mismatch(saved: dict, config: dict, update: int) -> list[str]:
             diffs.append(f"{key}: {saved.get(key)!r} in the checkpoint, {config[key]!r} now")
     for section, keys in (("model", sorted(set(saved["model"]) | set(config["model"]))), ("train", RESUME_KEYS)):
         for k in keys:
-            a, b = saved[section].get(k, 0.0 if k == "lr_decay" else None), config[section].get(k)  # none before it
+            a, b = saved[section].get(k, 0.0 if k in ("lr_decay", "coverage_loss") else None), config[section].get(k)
             if a != b:
                 diffs.append(f"{section}.{k}: {a!r} in the checkpoint, {b!r} now")
     return diffs
