@@ -12,17 +12,19 @@ import torch
 from rnnsearch.textio import InputError
 from rnnsearch.training.graphs import UpdateGraphs, graphs_wanted, padded, side_stream_updates, static_encoder
 from rnnsearch.training.optimizers import make_optimizer
-from rnnsearch.training.train import batch_nll
+from rnnsearch.training.scoring import training_loss
 
 from .test_fused import FUSED, model_and_batch
 from .test_fused_memory import MEMORY
 
-MODELS = {**FUSED, **{name: ("rnnsearch", overrides) for name, overrides in MEMORY.items()}}
+MODELS = {**FUSED, **{name: ("rnnsearch", overrides) for name, overrides in MEMORY.items()},
+          "coverage-loss": ("rnnsearch", {})}  # the paper's model with train.coverage_loss (COVERAGE_LOSS)
+COVERAGE_LOSS = {"coverage-loss": 1.0}
 
 
 def loss_and_grads(model, batch):
     model.zero_grad(set_to_none=True)
-    loss = batch_nll(model, batch)
+    loss = training_loss(model, batch)
     loss.backward()
     return loss.detach(), [p.grad.clone() for p in model.parameters()]
 
@@ -34,6 +36,7 @@ def test_a_padded_minibatch_through_the_every_row_encoder_gives_the_same_loss_an
     their state on padded source words never reaches a real word's energy)."""
     arch, overrides = MODELS[name]
     model, batch = model_and_batch(arch, overrides, seed=3)
+    model.coverage_loss = COVERAGE_LOSS.get(name, 0.0)
     want_loss, want = loss_and_grads(model, batch)
     for step in (4, 8):
         b = padded(batch, step)
@@ -71,14 +74,15 @@ def _relative_difference(model, twin, before) -> float:
 @pytest.mark.cuda
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("optimizer", ["adadelta", "adam"])
-@pytest.mark.parametrize("variant", ["additive", *MEMORY])
+@pytest.mark.parametrize("variant", ["additive", *MEMORY, *COVERAGE_LOSS])
 def test_updates_from_cuda_graphs_follow_the_eager_updates(precision, optimizer, variant):
     """Four minibatches of one padded shape and one of another through UpdateGraphs (eager, recorded and
     replayed, replayed with new data, a new shape eagerly) against the same five updates run eagerly on a copy:
     the parameters' change agrees to 1 % (two eager runs on a GPU differ by about 0.3 %: docs/benchmarks.md),
     where a replay on stale inputs or at a stale learning rate would differ by about the update itself. The
-    alignment models with memory run through autograd on CUDA, in the same graphs."""
+    alignment models with memory run through autograd on CUDA, in the same graphs, as the coverage loss does."""
     model, _ = model_and_batch("rnnsearch", MEMORY.get(variant, {}), seed=5, device="cuda")
+    model.coverage_loss = COVERAGE_LOSS.get(variant, 0.0)
     assert (model.decoder.attention.state_size > 0) == (variant in MEMORY)
     batches = [model_and_batch("rnnsearch", {}, seed=s)[1] for s in (6, 7, 8, 9)]  # the same lengths
     batches.append(model_and_batch("rnnencdec", {}, seed=10)[1])
