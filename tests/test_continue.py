@@ -110,6 +110,24 @@ def test_a_parent_unfinished_or_of_another_network_is_refused(data: Path, runs: 
     assert not (tmp_path / "a" / "checkpoint.pt").exists() and not (tmp_path / "b" / "checkpoint.pt").exists()
 
 
+def test_a_continued_model_may_add_the_coverage_loss(data: Path, runs: Path, tmp_path: Path):  # noqa: F811
+    """See et al. (2017)'s second phase: the child of a finished training (λ = 0) trains its own updates with the
+    coverage loss (train.coverage_loss in its config and its checkpoints), starting from the parent's exact state and
+    ending elsewhere than the training without it; its own checkpoint then resumes only under its own λ."""
+    params = _params(data)
+    params["models"][CHILD]["coverage_loss"] = 1.0
+    stats = _train(data, params, CHILD, tmp_path / "child", (PARENT, str(runs / "parent" / "checkpoint.pt")))
+    assert stats["updates"] == TOTAL and stats["continued_from"]["update"] == N
+    first, last = _state(tmp_path / "child" / f"checkpoint-{N:09d}.pt"), _state(tmp_path / "child" / "checkpoint.pt")
+    parent, plain = _state(runs / "parent" / "checkpoint.pt"), _state(runs / "child" / "checkpoint.pt")
+    assert all(torch.equal(first["model"][k], parent["model"][k]) for k in parent["model"])
+    assert last["config"]["train"]["coverage_loss"] == 1.0 and parent["config"]["train"]["coverage_loss"] == 0.0
+    assert not all(torch.equal(last["model"][k], plain["model"][k]) for k in plain["model"])
+    params["models"][CHILD]["coverage_loss"] = 0.5
+    stats = _train(data, params, CHILD, tmp_path / "child", (PARENT, str(runs / "parent" / "checkpoint.pt")))
+    assert len(list((tmp_path / "child").glob("replaced-*"))) == 1  # λ 1.0's finished training moved aside
+
+
 @pytest.mark.parametrize("entry,expected", [
     ({"continues": "rnnsearch-80"}, "'models.rnnsearch-50-star.continues': 'rnnsearch-80' is not another key"),
     ({"continues": "rnnencdec-50"}, "must be the same network"),

@@ -35,6 +35,9 @@ log = logging.getLogger("rnnsearch.train")
 # validate_beam, device, precision, threads) may change between a run and its resumption.
 RESUME_KEYS = ("optimizer", "lr", "lr_decay", "rho", "eps", "batch_size", "batch_tokens", "sort_batches", "clip_norm",
                "coverage_loss")
+# A model that continues another may set its own coverage_loss: See et al. (2017)'s second phase, the coverage
+# loss added to a trained model (from the first update it keeps the model from learning to align).
+CONTINUE_KEYS = tuple(k for k in RESUME_KEYS if k != "coverage_loss")
 # Neither is the number of processes: a checkpoint of N data-parallel processes resumes on M (the data position
 # is global), unless train.scale_batch makes the global batch depend on it (config "global_batch").
 
@@ -74,9 +77,9 @@ class TrainState:
         return sum(last) / len(last) if last else float("nan")
 
 
-def resume_mismatch(saved: dict, config: dict, update: int) -> list[str]:
+def resume_mismatch(saved: dict, config: dict, update: int, keys: tuple[str, ...] = RESUME_KEYS) -> list[str]:
     """The differences between a checkpoint's config (`saved`, at update `update`) and this run's that forbid
-    resuming it. train.max_updates is one when the checkpoint is past it, or when the step sizes of the updates
+    resuming it (`keys`: the train settings that must agree). train.max_updates is one when the checkpoint is past it, or when the step sizes of the updates
     it has made depend on it (train.lr_decay, once either schedule has begun to fall)."""
     diffs = []
     before, now = saved["train"]["max_updates"], config["train"]["max_updates"]
@@ -91,8 +94,8 @@ def resume_mismatch(saved: dict, config: dict, update: int) -> list[str]:
             continue
         if saved.get(key) != config[key]:
             diffs.append(f"{key}: {saved.get(key)!r} in the checkpoint, {config[key]!r} now")
-    for section, keys in (("model", sorted(set(saved["model"]) | set(config["model"]))), ("train", RESUME_KEYS)):
-        for k in keys:
+    for section, names in (("model", sorted(set(saved["model"]) | set(config["model"]))), ("train", keys)):
+        for k in names:
             a, b = saved[section].get(k, 0.0 if k in ("lr_decay", "coverage_loss") else None), config[section].get(k)
             if a != b:
                 diffs.append(f"{section}.{k}: {a!r} in the checkpoint, {b!r} now")
@@ -170,7 +173,7 @@ def continue_from(origin: dict, out: Path, config: dict, trainable: tuple, devic
     if not (saved.get("progress") or {}).get("finished"):
         raise InputError(f"{path}: {origin['model']}'s training has not finished (update {saved['update']}); "
                          f"{config['name']} continues only a finished training")
-    diffs = resume_mismatch(saved["config"], config, saved["update"])
+    diffs = resume_mismatch(saved["config"], config, saved["update"], CONTINUE_KEYS)
     if diffs:
         raise InputError(f"{path}: {config['name']} cannot continue this state of {origin['model']}: "
                          + "; ".join(diffs))
