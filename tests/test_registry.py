@@ -136,9 +136,13 @@ def _bound(stage, tiny_config):
     from rnnsearch import config as cfg
 
     args = argparse.Namespace(**{a.dest: "X" if a.kw.get("required") else a.kw.get("default") for a in stage.args})
-    model = "rnnsearch-50" if hasattr(args, "model") else None
+    # translate's settings of an entry that decodes another model are optional: bound for such an entry
+    decoded = {"arch": "rnnsearch", "train_max_len": 50, "decodes": "rnnsearch-50",
+               "decode": {"length_norm": False, "length_penalty": 0.2, "coverage_penalty": 0.2}}
+    config = {**tiny_config, "models": {**tiny_config["models"], "decoded": decoded}}
+    model = ("decoded" if stage.name == "translate" else "rnnsearch-50") if hasattr(args, "model") else None
     args.model = model
-    p = cfg.stage_params(tiny_config, stage.name, model) if stage.params else commands.Params()
+    p = cfg.stage_params(config, stage.name, model) if stage.params else commands.Params()
     return stage.bind(stage.function(), args, p)
 
 

@@ -312,12 +312,21 @@ def stage_params(config: dict, stage: str, model: str | None = None) -> dict[str
 
 
 def declared_keys(config: dict, stage: str, model: str | None = None) -> list[str]:
-    """The keys `stage` declares, for `model`; a stage that reads its model's entry also reads the entries of the
-    models that one continues (their budgets are the start of its training)."""
-    keys = BY_NAME[stage].keys_for(model, config["data"]["source"])
+    """The keys `stage` declares, for `model`, that the params hold (a model entry's optional keys, such as the
+    `decode:` of an entry that decodes another, only where given); a stage that reads its model's entry also reads
+    the entries of the models that one continues (their budgets are the start of its training)."""
+    keys = [k for k in BY_NAME[stage].keys_for(model, config["data"]["source"]) if _holds(config, k)]
     if model is not None and f"models.{model}" in keys:
         keys += [f"models.{m}" for m in ancestors(config, model)]
     return keys
+
+
+def _holds(config: dict, dotted: str) -> bool:
+    try:
+        lookup(config, dotted)
+    except KeyError:
+        return False
+    return True
 
 
 def rerun_params(config: dict, stage: str, model: str | None = None) -> dict[str, Any]:

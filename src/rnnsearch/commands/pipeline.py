@@ -146,7 +146,8 @@ PIPELINE: tuple[Stage, ...] = (
                             "tokenize.normalize_punctuation)"),
            arg("--alignment", action="store_true", help=_USER + "draw each alignment as text on stderr"),
            arg("--heatmap-dir", help=_USER + "write each alignment as a PNG heatmap into this folder")),
-          settings={"decode": "decode", "entry": "models.{model}", "detok_lang": "data.tgt"},
+          settings={"decode": "decode", "decodes": "models.{model}.decodes", "own": "models.{model}.decode",
+                    "detok_lang": "data.tgt"},
           rules=("translate", "translate_extra"),
           runs_model=True, job_log=True),
     # 7-9: evaluation (rnnsearch.evaluation)

@@ -51,15 +51,16 @@ class TestFiles:
 
 @dataclass(frozen=True)
 class Filed:
-    """The key of `models` the translations are filed under (--model; None: the checkpoint's) and its entry: an
-    entry that `decodes` another model takes that model's checkpoints and ranks with its own `decode`."""
+    """The key of `models` the translations are filed under (--model; None: the checkpoint's), and for an entry
+    that decodes another model (`decodes`), that model, whose checkpoints it takes, and its own `decode:` settings."""
 
     model: str | None = None
-    entry: dict | None = None
+    decodes: str | None = None
+    own: dict | None = None
 
     def names(self) -> tuple[str | None, str | None]:
         """The name filed under and the model whose checkpoint is expected (None: any, the checkpoint's own)."""
-        return self.model, (self.entry or {}).get("decodes", self.model)
+        return self.model, self.decodes or self.model
 
 
 def translate(checkpoint: str, out_dir: str | None, test: TestFiles, text: UserText, opts: UserOptions,
@@ -72,7 +73,7 @@ def translate(checkpoint: str, out_dir: str | None, test: TestFiles, text: UserT
     missing = [x for x in ("src", "ref", "src_vocab", "tgt_vocab") if not getattr(test, x)]
     if missing:
         raise InputError("the translate stage needs " + ", ".join("--" + x.replace("_", "-") for x in missing))
-    decode = replace(decode, **(filed.entry or {}).get("decode", {}))
+    decode = replace(decode, **(filed.own or {}))
     started_as("decode.processes", decode.processes, "translate")
     return run_translate(checkpoint, test, out_dir, decode, detok_lang, filed.names())
 
