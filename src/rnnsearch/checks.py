@@ -7,7 +7,7 @@ import math
 from typing import Any, Iterable
 
 from rnnsearch.model.presets import PRESETS
-from rnnsearch.settings import MODEL_TRAIN_KEYS
+from rnnsearch.settings import MODEL_TRAIN_KEYS, train_config
 
 
 def dotted(path: Iterable[Any]) -> str:
@@ -87,7 +87,7 @@ def coverage_loss_checks(config: dict) -> list[str]:
     problems = []
     for name, entry in config["models"].items():
         own = "coverage_loss" in entry
-        if entry.get("coverage_loss", config["train"]["coverage_loss"]) and not has_attention(entry):
+        if train_config(config, name).coverage_loss and not has_attention(entry):
             where = f"'models.{name}.coverage_loss'" if own else "'train.coverage_loss'"
             problems.append(f"{where} sums the alignments α of {name}, which has no attention: set it 0 "
                             f"{'there' if own else f'for it (models.{name}.coverage_loss: 0)'}")

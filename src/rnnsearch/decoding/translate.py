@@ -58,10 +58,6 @@ class Filed:
     decodes: str | None = None
     own: dict | None = None
 
-    def names(self) -> tuple[str | None, str | None]:
-        """The name filed under and the model whose checkpoint is expected (None: any, the checkpoint's own)."""
-        return self.model, self.decodes or self.model
-
 
 def translate(checkpoint: str, out_dir: str | None, test: TestFiles, text: UserText, opts: UserOptions,
               decode: DecodeConfig | None = None, detok_lang: str | None = None, filed: Filed = Filed()) -> dict | None:
@@ -75,29 +71,30 @@ def translate(checkpoint: str, out_dir: str | None, test: TestFiles, text: UserT
         raise InputError("the translate stage needs " + ", ".join("--" + x.replace("_", "-") for x in missing))
     decode = replace(decode, **(filed.own or {}))
     started_as("decode.processes", decode.processes, "translate")
-    return run_translate(checkpoint, test, out_dir, decode, detok_lang, filed.names())
+    return run_translate(checkpoint, test, out_dir, decode, detok_lang, filed)
 
 
 def run_translate(checkpoint: str, test: TestFiles, out_dir: str, decode: DecodeConfig, tgt_lang: str,
-                  names: tuple[str | None, str | None] = (None, None)) -> dict | None:
+                  filed: Filed = Filed()) -> dict | None:
     """Started by torchrun or srun as N processes (`decode.processes`; `rnnsearch.distributed`), each translates
-    every N-th sentence on its own device and process 0 writes the whole (the others return None). `names`: the
-    model the translations are filed as and the one whose checkpoint it must be (None: the checkpoint's)."""
+    every N-th sentence on its own device and process 0 writes the whole (the others return None), filed as
+    `filed` says."""
     world = detect()
     device = process_device(resolve_device(decode.device, "decode.device"), world)
     with process_group(world, torch.device("cpu"), "translation"):  # gloo: the translations gather on process 0
-        return _translate(checkpoint, test, Path(out_dir), decode, (tgt_lang, *names), world, device)
+        return _translate(checkpoint, test, Path(out_dir), decode, tgt_lang, filed, world, device)
 
 
-def _translate(checkpoint: str, test: TestFiles, out: Path, decode: DecodeConfig, filed: tuple[str, str | None, str | None],
+def _translate(checkpoint: str, test: TestFiles, out: Path, decode: DecodeConfig, tgt_lang: str, filed: Filed,
                world: World, device) -> dict | None:
-    tgt_lang, name, trained = filed
     torch.set_num_threads(decode.threads)
     state = load_checkpoint(checkpoint, device)
     model, config = model_of(state, checkpoint, device)
+    trained = filed.decodes or filed.model  # the model whose checkpoint this must be (None: any)
     if trained not in (None, config["name"]):
-        raise InputError(f"{checkpoint}: a checkpoint of {config['name']}, but --model {name} decodes {trained}'s")
-    name = name or config["name"]
+        raise InputError(f"{checkpoint}: a checkpoint of {config['name']}, but --model {filed.model} decodes "
+                         f"{trained}'s")
+    name = filed.model or config["name"]
     src_vocab, tgt_vocab = Vocab.load(test.src_vocab), Vocab.load(test.tgt_vocab)
     check_vocabs(state, checkpoint, src=(test.src_vocab, src_vocab), tgt=(test.tgt_vocab, tgt_vocab))
     src_tok, ref_tok = read_lines(test.src), read_lines(test.ref)

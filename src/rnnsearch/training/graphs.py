@@ -35,8 +35,8 @@ LENGTH_STEP = 4  # (Tx, Ty) in multiples of 4 words: 1/16 of the shapes of exact
 
 def update(model, optimizer, b: Batch, bf16: bool, clip_norm: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """App. B.2's update, as train.py runs it: the summed NLL of `b` (and its coverage loss, if any; the forward
-    pass under bf16 autocast if `bf16`; while a graph records, without autocast's weight cache, which the graph cannot keep), its mean over
-    sentences backwards, the gradient's norm clipped to `clip_norm`, one optimizer step. The gradients must be
+    pass under bf16 autocast if `bf16`; while a graph records, without autocast's weight cache, which the graph
+    cannot keep), its mean over sentences backwards, the gradient's norm clipped to `clip_norm`, one optimizer step. The gradients must be
     None or zero before (None: they are written, not added to). Returns the loss and the norm before clipping."""
     cache = not (b.x.is_cuda and torch.cuda.is_current_stream_capturing())
     with torch.autocast(b.x.device.type, dtype=torch.bfloat16, enabled=bf16, cache_enabled=cache):

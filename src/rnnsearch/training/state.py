@@ -79,8 +79,9 @@ class TrainState:
 
 def resume_mismatch(saved: dict, config: dict, update: int, keys: tuple[str, ...] = RESUME_KEYS) -> list[str]:
     """The differences between a checkpoint's config (`saved`, at update `update`) and this run's that forbid
-    resuming it (`keys`: the train settings that must agree). train.max_updates is one when the checkpoint is past it, or when the step sizes of the updates
-    it has made depend on it (train.lr_decay, once either schedule has begun to fall)."""
+    resuming it (`keys`: the train settings that must agree). train.max_updates is one when the checkpoint is
+    past it, or when the step sizes of the updates it has made depend on it (train.lr_decay, once either schedule
+    has begun to fall)."""
     diffs = []
     before, now = saved["train"]["max_updates"], config["train"]["max_updates"]
     if update > now:

@@ -34,7 +34,7 @@ from rnnsearch.training.optimizers import make_optimizer
 from rnnsearch.training.graphs import UpdateGraphs, graphs_wanted
 from rnnsearch.training.parallel_graphs import DataParallelGraphs
 from rnnsearch.training.records import device_name, hms, live, progress_bar, write_tsv
-from rnnsearch.training.scoring import batch_nll, training_loss, validate  # noqa: F401 (batch_nll: imported from here too)
+from rnnsearch.training.scoring import batch_nll, training_loss, validate  # noqa: F401 (batch_nll: imported here too)
 from rnnsearch.training.state import (TrainState, best_path, keep_last, link, prune_best, start_or_resume,
                                       stop_on_signals)
 
@@ -139,7 +139,7 @@ class Training:
                        "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab), "global_batch": [batch_size,
                                                                                                    batch_tokens],
                        **({"text": text} if text else {})}  # the training text's languages, Unicode, punctuation
-        dtype = {"fp64": torch.float64}.get(train_cfg.precision, torch.float32)
+        dtype = torch.float64 if train_cfg.precision == "fp64" else torch.float32
         self.model = build_model(model_cfg, len(src_vocab), len(tgt_vocab)).to(device, dtype)
         self.model.coverage_loss = train_cfg.coverage_loss  # See et al.'s λ, which training_loss adds (scoring.py)
         graphed = graphs_wanted(train_cfg.cuda_graphs, self.model, device, world.size)  # true where impossible: error
